@@ -1,0 +1,311 @@
+//! The Kafka record batch, magic v2, read from its 61-byte header alone.
+//!
+//! Layout (big-endian), offsets in bytes:
+//!
+//! ```text
+//!  0 baseOffset i64        ┐ not covered by the CRC: the broker writes them in place
+//!  8 batchLength i32       │ (bytes after this field)
+//! 12 partitionLeaderEpoch  ┘
+//! 16 magic i8 (= 2)
+//! 17 crc u32               CRC-32C of bytes 21..end
+//! 21 attributes i16        bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control
+//! 23 lastOffsetDelta i32
+//! 27 baseTimestamp i64
+//! 35 maxTimestamp i64
+//! 43 producerId i64
+//! 51 producerEpoch i16
+//! 53 baseSequence i32
+//! 57 recordCount i32
+//! 61 records...
+//! ```
+//!
+//! The broker never parses records on the data path: validation, offset assignment and
+//! indexing all work from this header, and compressed batches stay compressed.
+
+pub mod build;
+
+use bytes::Bytes;
+
+/// Bytes in the fixed part of a v2 batch.
+pub const HEADER_BYTES: usize = 61;
+/// baseOffset and batchLength: the part of a batch before the length-counted bytes.
+pub const LOG_OVERHEAD_BYTES: usize = 12;
+/// The prefix the broker rewrites on append: baseOffset, batchLength, partitionLeaderEpoch.
+pub const STAMP_BYTES: usize = 16;
+pub const MAGIC_V2: u8 = 2;
+const CRC_START: usize = 21;
+
+/// The stamped prefix of a batch: baseOffset, batchLength (unchanged) and partitionLeaderEpoch.
+pub type Stamp = [u8; STAMP_BYTES];
+
+/// Compression codec from the low three attribute bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+/// Who produced the batch, which decides how strictly its offsets are checked.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BatchOrigin {
+    /// A producer: every offset delta from 0 to lastOffsetDelta holds a record.
+    Client,
+    /// A leader replicating to us, or our own log on recovery: compaction may have left gaps.
+    Replica,
+}
+
+/// Why a batch was refused. Each maps to one Kafka error code in the handlers.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BatchError {
+    #[error("batch of {len} bytes is shorter than the {HEADER_BYTES}-byte header")]
+    TooShort { len: usize },
+    #[error("batch magic {magic}: only magic 2 is supported")]
+    BadMagic { magic: u8 },
+    #[error("batch length field says {declared} bytes but {available} are present")]
+    LengthMismatch { declared: usize, available: usize },
+    #[error("batch of {len} bytes is larger than max.message.bytes {max}")]
+    TooLarge { len: usize, max: usize },
+    #[error("batch CRC-32C {stored:#010x} does not match the computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("batch claims {record_count} records for a last offset delta of {last_offset_delta}")]
+    BadRecordCount {
+        record_count: i32,
+        last_offset_delta: i32,
+    },
+    #[error("batch producer fields are inconsistent: id {producer_id}, epoch {producer_epoch}, sequence {base_sequence}")]
+    BadProducerFields {
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+    },
+    #[error("batch uses compression codec {codec}, which does not exist")]
+    UnsupportedCompression { codec: u16 },
+    #[error("record set ends with {len} bytes that are not a whole batch")]
+    TrailingBytes { len: usize },
+    #[error("record set holds no batch")]
+    Empty,
+}
+
+/// The fixed fields of a v2 batch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: u8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+impl BatchHeader {
+    /// Reads the header fields; checks only that 61 bytes are there.
+    pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+        if buf.len() < HEADER_BYTES {
+            return Err(BatchError::TooShort { len: buf.len() });
+        }
+        Ok(BatchHeader {
+            base_offset: be_i64(buf, 0),
+            batch_length: be_i32(buf, 8),
+            partition_leader_epoch: be_i32(buf, 12),
+            magic: buf[16],
+            crc: be_i32(buf, 17) as u32,
+            attributes: be_i16(buf, 21),
+            last_offset_delta: be_i32(buf, 23),
+            base_timestamp: be_i64(buf, 27),
+            max_timestamp: be_i64(buf, 35),
+            producer_id: be_i64(buf, 43),
+            producer_epoch: be_i16(buf, 51),
+            base_sequence: be_i32(buf, 53),
+            record_count: be_i32(buf, 57),
+        })
+    }
+
+    /// The whole batch on disk: overhead plus the length-counted part.
+    pub fn total_bytes(&self) -> usize {
+        LOG_OVERHEAD_BYTES + self.batch_length.max(0) as usize
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+
+    /// Offsets this batch occupies (lastOffsetDelta + 1).
+    pub fn offset_count(&self) -> i64 {
+        self.last_offset_delta as i64 + 1
+    }
+
+    pub fn compression(&self) -> Option<Compression> {
+        match self.attributes & 0x7 {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Gzip),
+            2 => Some(Compression::Snappy),
+            3 => Some(Compression::Lz4),
+            4 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & 0x10 != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & 0x20 != 0
+    }
+
+    /// True when the producer asked for idempotent delivery.
+    pub fn is_idempotent(&self) -> bool {
+        self.producer_id >= 0
+    }
+
+    /// The sequence number of the last record in the batch, wrapping as Kafka does.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence < 0 {
+            return -1;
+        }
+        let last = self.base_sequence as i64 + self.last_offset_delta as i64;
+        (last % (i32::MAX as i64 + 1)) as i32
+    }
+}
+
+/// Validates one batch that must span `buf` exactly, from its header and CRC alone.
+pub fn validate(
+    buf: &[u8],
+    max_batch_bytes: usize,
+    origin: BatchOrigin,
+) -> Result<BatchHeader, BatchError> {
+    let header = BatchHeader::parse(buf)?;
+    if header.magic != MAGIC_V2 {
+        return Err(BatchError::BadMagic {
+            magic: header.magic,
+        });
+    }
+    if header.batch_length < 0 || header.total_bytes() != buf.len() {
+        return Err(BatchError::LengthMismatch {
+            declared: LOG_OVERHEAD_BYTES.saturating_add(header.batch_length.max(0) as usize),
+            available: buf.len(),
+        });
+    }
+    if buf.len() > max_batch_bytes {
+        return Err(BatchError::TooLarge {
+            len: buf.len(),
+            max: max_batch_bytes,
+        });
+    }
+    if header.compression().is_none() {
+        return Err(BatchError::UnsupportedCompression {
+            codec: (header.attributes & 0x7) as u16,
+        });
+    }
+    check_record_count(&header, origin)?;
+    check_producer_fields(&header)?;
+    let computed = crc32c::crc32c(&buf[CRC_START..]);
+    if computed != header.crc {
+        return Err(BatchError::CrcMismatch {
+            stored: header.crc,
+            computed,
+        });
+    }
+    Ok(header)
+}
+
+fn check_record_count(header: &BatchHeader, origin: BatchOrigin) -> Result<(), BatchError> {
+    let bad = BatchError::BadRecordCount {
+        record_count: header.record_count,
+        last_offset_delta: header.last_offset_delta,
+    };
+    if header.last_offset_delta < 0 || header.record_count < 0 {
+        return Err(bad);
+    }
+    let consistent = match origin {
+        BatchOrigin::Client => header.record_count as i64 == header.offset_count(),
+        BatchOrigin::Replica => header.record_count as i64 <= header.offset_count(),
+    };
+    if !consistent {
+        return Err(bad);
+    }
+    Ok(())
+}
+
+fn check_producer_fields(header: &BatchHeader) -> Result<(), BatchError> {
+    let sane = if header.producer_id >= 0 {
+        header.producer_epoch >= 0 && header.base_sequence >= 0
+    } else {
+        header.producer_id == -1 && header.base_sequence == -1 && !header.is_transactional()
+    };
+    if sane {
+        Ok(())
+    } else {
+        Err(BatchError::BadProducerFields {
+            producer_id: header.producer_id,
+            producer_epoch: header.producer_epoch,
+            base_sequence: header.base_sequence,
+        })
+    }
+}
+
+/// Splits a record set (one partition's `records` in a Produce request) into its batches,
+/// each a zero-copy slice of `records`. Lengths are checked; contents are not.
+pub fn split_batches(records: &Bytes) -> Result<Vec<Bytes>, BatchError> {
+    let mut batches = Vec::new();
+    let mut at = 0usize;
+    while at < records.len() {
+        let rest = &records[at..];
+        if rest.len() < LOG_OVERHEAD_BYTES {
+            return Err(BatchError::TrailingBytes { len: rest.len() });
+        }
+        let declared = be_i32(rest, 8);
+        if declared < 0 {
+            return Err(BatchError::LengthMismatch {
+                declared: 0,
+                available: rest.len(),
+            });
+        }
+        let total = LOG_OVERHEAD_BYTES + declared as usize;
+        if total > rest.len() {
+            return Err(BatchError::LengthMismatch {
+                declared: total,
+                available: rest.len(),
+            });
+        }
+        batches.push(records.slice(at..at + total));
+        at += total;
+    }
+    if batches.is_empty() {
+        return Err(BatchError::Empty);
+    }
+    Ok(batches)
+}
+
+/// The stamped prefix for a batch given its assigned base offset and the leader epoch.
+pub fn stamp(batch: &[u8], base_offset: i64, leader_epoch: i32) -> Stamp {
+    debug_assert!(batch.len() >= HEADER_BYTES);
+    let mut prefix = [0u8; STAMP_BYTES];
+    prefix[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    prefix[8..12].copy_from_slice(&batch[8..12]);
+    prefix[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+    prefix
+}
+
+#[cfg(test)]
+mod tests;

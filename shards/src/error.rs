@@ -1,0 +1,92 @@
+//! The one error type of the data plane. Handlers map it to Kafka error codes.
+
+use crate::batch::BatchError;
+use std::io;
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A batch failed validation; nothing was written.
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+
+    /// An I/O call failed. `op` names the call, `path` the file.
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// Bytes inside the log that were flushed and validated once no longer are.
+    #[error("corrupt log data in {path} at byte {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+
+    /// The offset is below the log start or beyond the log end.
+    #[error("offset {offset} is outside the log [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+
+    /// The log was closed while the operation waited.
+    #[error("log {0} is closed")]
+    Closed(PathBuf),
+}
+
+impl Error {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A copy for each of several waiters failed by one cause (io::Error is not Clone).
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::InvalidBatch(e) => Error::InvalidBatch(e.clone()),
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::Corrupt {
+                path,
+                position,
+                reason,
+            } => Error::Corrupt {
+                path: path.clone(),
+                position: *position,
+                reason: reason.clone(),
+            },
+            Error::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            } => Error::OffsetOutOfRange {
+                offset: *offset,
+                log_start: *log_start,
+                log_end: *log_end,
+            },
+            Error::Closed(p) => Error::Closed(p.clone()),
+        }
+    }
+
+    /// True when the disk is full: the append fails, the process keeps serving.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
+    }
+}

@@ -1,0 +1,301 @@
+//! The partition log: an ordered, append-only sequence of record batches addressed by offset.
+//!
+//! Write path, in order (see `writer.rs`):
+//! 1. `append` validates each batch from its header and CRC and queues it (bounded by bytes);
+//! 2. the log's writer task takes the queued appends that fit the active segment (rolling first
+//!    when needed), assigns offsets in queue order and writes them with one vectored write — the
+//!    stamped 16-byte prefix of each batch, then the client's bytes unchanged;
+//! 3. once the kernel has the bytes (page cache, or the device for O_DIRECT) the indexes and the
+//!    log end move, waiting readers wake, and — if `flush.messages` is reached — an fdatasync
+//!    runs before any append of the group is acknowledged;
+//! 4. a periodic flush (`flush.ms`, and the recovery checkpoint interval) fdatasyncs and then
+//!    writes the recovery point, which bounds what recovery must scan after a crash.
+//!
+//! Lives on: the shard that owns the partition; `Log` is `!Send`. What a read returns
+//! (`Chunk`s) is `Send` and may be served by any shard.
+
+mod cache;
+mod checkpoint;
+mod epochs;
+mod flush;
+mod index;
+mod read;
+mod recovery;
+mod retention;
+mod scan;
+mod segment;
+mod verified;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use cache::BatchCache;
+pub use epochs::{EpochEntry, LeaderEpochCache};
+pub use read::{Chunk, FoundBatch, ReadResult};
+pub use retention::RetentionOutcome;
+pub use writer::AppendInfo;
+
+use crate::batch::{self, BatchHeader, BatchOrigin};
+use crate::config::{IoMode, LogConfig};
+use crate::error::{Error, Result};
+use crate::sync::Notify;
+use bytes::Bytes;
+use checkpoint::RecoveryPoint;
+use glommio::sync::Semaphore;
+use segment::Segment;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Appends queued but not yet written, in bytes, per log; `append` waits beyond it.
+const QUEUED_BYTES_MAX: usize = 64 << 20;
+
+/// A batch that passed validation, with its parsed header.
+#[derive(Clone, Debug)]
+pub struct ValidBatch {
+    pub bytes: Bytes,
+    pub header: BatchHeader,
+}
+
+/// How a log is opened.
+#[derive(Clone)]
+pub struct LogOptions {
+    pub config: LogConfig,
+    pub io_mode: IoMode,
+    /// The shard's cache of recent batches; direct mode serves tailing readers from it.
+    pub cache: Option<Rc<BatchCache>>,
+}
+
+/// Counters a log keeps about itself.
+#[derive(Default, Debug)]
+pub struct LogStats {
+    pub appended_batches: Cell<u64>,
+    pub appended_bytes: Cell<u64>,
+    pub fdatasyncs: Cell<u64>,
+    pub fdatasync_micros: Cell<u64>,
+    pub cache_hits: Cell<u64>,
+}
+
+/// A handle to one partition log; clones share it.
+#[derive(Clone)]
+pub struct Log {
+    inner: Rc<LogInner>,
+}
+
+pub(crate) struct LogInner {
+    dir: PathBuf,
+    mode: IoMode,
+    config: RefCell<Rc<LogConfig>>,
+    state: RefCell<LogState>,
+    epochs: RefCell<LeaderEpochCache>,
+    /// Serialises leader-epoch checkpoint writes so the newest content lands last.
+    epochs_lock: Semaphore,
+    queue: RefCell<VecDeque<writer::PendingAppend>>,
+    queue_space: Rc<Semaphore>,
+    /// Wakes the writer task when an append is queued or the log closes.
+    work: Notify,
+    /// Wakes readers when the log end moves (append, truncation).
+    appended: Notify,
+    /// Held while the segment list or the active segment changes shape: writes, rolls,
+    /// truncation, retention, close.
+    write_lock: Semaphore,
+    /// Serialises flushes so recovery points are written in order. Taken before `write_lock`
+    /// by whoever needs both.
+    flush_lock: Semaphore,
+    /// One fdatasync at a time; others wait for it (see `flush::sync_data`).
+    sync_running: Cell<bool>,
+    sync_done: Notify,
+    /// The O_DIRECT writer of the active segment (direct mode); used under `write_lock`.
+    direct: RefCell<Option<segment::DirectTail>>,
+    cache: Option<(Rc<BatchCache>, cache::Entries)>,
+    closed: Cell<bool>,
+    writer_done: Notify,
+    writer_running: Cell<bool>,
+    stats: LogStats,
+}
+
+pub(crate) struct LogState {
+    /// Ascending by base offset; the last is the active segment. Never empty.
+    segments: Vec<Segment>,
+    /// Offset after the last written batch.
+    end_offset: i64,
+    /// Everything below is on stable storage.
+    flushed_offset: i64,
+    recovery_point: RecoveryPoint,
+    unflushed_messages: i64,
+    oldest_unflushed_ms: Option<i64>,
+    last_checkpoint_ms: i64,
+    /// Where recent reads ended, so the next read from there skips the index walk.
+    read_hints: VecDeque<read::ReadHint>,
+    /// (base offset, position) of recent batches of the active segment: maps a high watermark
+    /// to a byte position without reading headers.
+    recent_positions: VecDeque<(i64, u64)>,
+}
+
+impl LogState {
+    fn active(&self) -> &Segment {
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .last_mut()
+            .expect("a log always has an active segment")
+    }
+}
+
+impl Log {
+    /// Opens the log in `dir` (created when missing), recovering what a crash may have torn.
+    pub async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
+        recovery::open(dir, options).await
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn io_mode(&self) -> IoMode {
+        self.inner.mode
+    }
+
+    pub fn config(&self) -> Rc<LogConfig> {
+        self.inner.config.borrow().clone()
+    }
+
+    /// Applies new settings (AlterConfigs); they take effect from the next append or tick.
+    pub fn set_config(&self, config: LogConfig) {
+        *self.inner.config.borrow_mut() = Rc::new(config);
+    }
+
+    pub fn stats(&self) -> &LogStats {
+        &self.inner.stats
+    }
+
+    /// Splits a record set into batches and validates each one for appending as a producer's.
+    pub fn validate(&self, records: &Bytes, origin: BatchOrigin) -> Result<Vec<ValidBatch>> {
+        let max = self.inner.config.borrow().max_message_bytes;
+        batch::split_batches(records)?
+            .into_iter()
+            .map(|bytes| {
+                let header = batch::validate(&bytes, max, origin)?;
+                Ok(ValidBatch { bytes, header })
+            })
+            .collect()
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.inner.state.borrow().segments[0].base_offset
+    }
+
+    /// The offset the next appended record will get.
+    pub fn log_end_offset(&self) -> i64 {
+        self.inner.state.borrow().end_offset
+    }
+
+    /// Everything below this offset is on stable storage.
+    pub fn flushed_offset(&self) -> i64 {
+        self.inner.state.borrow().flushed_offset
+    }
+
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.size)
+            .sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.inner.state.borrow().segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.base_offset)
+            .collect()
+    }
+
+    /// Wakes when the log end moves; compare generations to avoid lost wake-ups.
+    pub fn appended(&self) -> &Notify {
+        &self.inner.appended
+    }
+
+    /// The leader epochs recorded for this log.
+    pub fn leader_epochs(&self) -> Vec<EpochEntry> {
+        self.inner.epochs.borrow().entries().to_vec()
+    }
+
+    /// KIP-101: the largest epoch at or below `epoch` and the offset where it ended.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        let end = self.log_end_offset();
+        self.inner.epochs.borrow().end_offset_for(epoch, end)
+    }
+
+    /// The newest batch timestamp and its batch's base offset, for ListOffsets max-timestamp.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        let st = self.inner.state.borrow();
+        st.segments
+            .iter()
+            .filter(|s| s.max_timestamp >= 0)
+            .max_by_key(|s| s.max_timestamp)
+            .map(|s| (s.max_timestamp, s.offset_of_max_timestamp))
+    }
+
+    /// Stops the writer after what is queued, flushes, writes the recovery point and the
+    /// indexes. Appends after close fail with `Error::Closed`.
+    pub async fn close(&self) -> Result<()> {
+        let inner = &self.inner;
+        writer::stop(inner).await;
+        let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
+            return Err(Error::Closed(inner.dir.clone()));
+        };
+        let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
+            return Err(Error::Closed(inner.dir.clone()));
+        };
+        if let Some(direct) = inner.direct.borrow_mut().take() {
+            direct.close().await?;
+        }
+        let (file, size) = {
+            let st = inner.state.borrow();
+            (st.active().file.clone(), st.active().size)
+        };
+        segment::trim_file(&file, size).await?;
+        flush::flush_locked(inner).await
+    }
+
+    /// Closes the log and removes its directory (DeleteTopics).
+    pub async fn delete(&self) -> Result<()> {
+        let inner = &self.inner;
+        writer::stop(inner).await;
+        let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
+            return Err(Error::Closed(inner.dir.clone()));
+        };
+        if let Some(direct) = inner.direct.borrow_mut().take() {
+            direct.close().await?;
+        }
+        let segments = std::mem::take(&mut inner.state.borrow_mut().segments);
+        for s in &segments {
+            s.delete_files().await?;
+        }
+        // Listing and removing a directory tree has no io_uring operation; topic deletion is rare.
+        std::fs::remove_dir_all(&inner.dir).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(Error::io("remove", &inner.dir, e))
+            }
+        })
+    }
+}

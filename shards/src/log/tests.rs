@@ -1,0 +1,669 @@
+//! Behaviour of the log, run against both I/O modes.
+
+use super::*;
+use crate::batch::build::{build_batch, NewRecord, ProducerFields};
+use crate::batch::HEADER_BYTES;
+use crate::types;
+use std::future::Future;
+
+pub(crate) fn run<F: Future<Output = ()>>(f: impl FnOnce() -> F) {
+    glommio::LocalExecutorBuilder::default()
+        .make()
+        .expect("executor")
+        .run(async move { f().await });
+}
+
+pub(crate) fn records(count: usize, value_bytes: usize, ts: i64) -> Bytes {
+    let recs: Vec<NewRecord> = (0..count)
+        .map(|i| NewRecord {
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(Bytes::from(vec![(i % 251) as u8; value_bytes])),
+            timestamp_ms: ts + i as i64,
+            headers: vec![],
+        })
+        .collect();
+    build_batch(&recs, ProducerFields::NONE)
+}
+
+pub(crate) async fn open(dir: &Path, mode: IoMode, config: LogConfig) -> Log {
+    let cache = (mode == IoMode::Direct).then(|| BatchCache::new(8 << 20));
+    Log::open(
+        dir,
+        LogOptions {
+            config,
+            io_mode: mode,
+            cache,
+        },
+    )
+    .await
+    .expect("open log")
+}
+
+async fn append(log: &Log, batch: &Bytes) -> AppendInfo {
+    let valid = log
+        .validate(batch, BatchOrigin::Client)
+        .expect("valid batch");
+    log.append(valid, 0).await.expect("append")
+}
+
+/// Reads everything from `from` to the end, batch by batch, as bytes.
+async fn read_all(log: &Log, from: i64) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = from;
+    let end = log.log_end_offset();
+    while at < end {
+        let r = log.read(at, 1 << 20, end).await.expect("read");
+        assert!(r.next_offset > at, "a read makes progress");
+        let bytes = r.to_bytes().await.expect("chunks readable");
+        assert_eq!(bytes.len() as u64, r.bytes);
+        out.extend(batch::split_batches(&bytes).expect("whole batches"));
+        at = r.next_offset;
+    }
+    out
+}
+
+/// The batch as the log stores it: stamped with its offset and the epoch.
+fn stamped(batch: &Bytes, base: i64, epoch: i32) -> Bytes {
+    let mut v = batch.to_vec();
+    let prefix = batch::stamp(batch, base, epoch);
+    v[..16].copy_from_slice(&prefix);
+    Bytes::from(v)
+}
+
+macro_rules! both_modes {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn buffered() {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("topic-0");
+                run(|| $body(path, IoMode::Buffered));
+            }
+            #[test]
+            fn direct() {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("topic-0");
+                run(|| $body(path, IoMode::Direct));
+            }
+        }
+    };
+}
+
+both_modes!(
+    append_assigns_offsets_and_reads_back_identical_bytes,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let a = records(3, 100, 1000);
+        let b = records(5, 200, 2000);
+        assert_eq!(append(&log, &a).await.base_offset, 0);
+        let info = append(&log, &b).await;
+        assert_eq!((info.base_offset, info.last_offset), (3, 7));
+        assert_eq!(log.log_end_offset(), 8);
+        let got = read_all(&log, 0).await;
+        assert_eq!(got, vec![stamped(&a, 0, 0), stamped(&b, 3, 0)]);
+        // A read from inside a batch starts with the batch that holds the offset.
+        let r = log.read(5, 1 << 20, 8).await.unwrap();
+        let first = batch::BatchHeader::parse(&r.to_bytes().await.unwrap()).unwrap();
+        assert_eq!(first.base_offset, 3);
+        assert_eq!(r.next_offset, 8);
+        // At the end: nothing, and no error. Beyond it: out of range.
+        assert!(log.read(8, 1 << 20, 8).await.unwrap().chunks.is_empty());
+        assert!(matches!(
+            log.read(9, 1 << 20, 9).await,
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    reads_return_whole_batches_within_max_bytes,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let batches: Vec<Bytes> = (0..20).map(|i| records(2, 300 + i * 10, 5000)).collect();
+        for b in &batches {
+            append(&log, b).await;
+        }
+        let end = log.log_end_offset();
+        let r = log.read(0, 1500, end).await.unwrap();
+        let got = batch::split_batches(&r.to_bytes().await.unwrap()).unwrap();
+        assert!(r.bytes <= 1500, "within max_bytes");
+        assert!(got.len() >= 2);
+        assert_eq!(r.next_offset, 2 * got.len() as i64);
+        // A first batch larger than max_bytes still comes back whole (KIP-74).
+        let r = log.read(0, 10, end).await.unwrap();
+        assert_eq!(r.bytes as usize, batches[0].len());
+        // The upper bound (a high watermark) is never passed.
+        let r = log.read(0, 1 << 20, 6).await.unwrap();
+        assert_eq!(r.next_offset, 6);
+        assert_eq!(
+            batch::split_batches(&r.to_bytes().await.unwrap())
+                .unwrap()
+                .len(),
+            3
+        );
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    segments_roll_by_size_and_reads_cross_them,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.segment_bytes = 4096;
+        config.index_interval_bytes = 512;
+        let log = open(&dir, mode, config.clone()).await;
+        let mut written = Vec::new();
+        for i in 0..60 {
+            let b = records(1 + i % 3, 150, 10_000 + i as i64);
+            let info = append(&log, &b).await;
+            written.push(stamped(&b, info.base_offset, 0));
+        }
+        assert!(
+            log.segment_count() > 5,
+            "rolled: {} segments",
+            log.segment_count()
+        );
+        for name in log.segment_bases() {
+            let stem = segment::file_stem(name);
+            for ext in ["log", "index", "timeindex"] {
+                assert!(
+                    dir.join(format!("{stem}.{ext}")).exists(),
+                    "{stem}.{ext} exists"
+                );
+            }
+        }
+        assert_eq!(read_all(&log, 0).await, written);
+        log.close().await.unwrap();
+        // Reopening finds every batch, and appends continue after them.
+        let log = open(&dir, mode, config).await;
+        assert_eq!(read_all(&log, 0).await, written);
+        let end = log.log_end_offset();
+        assert_eq!(append(&log, &records(1, 10, 1)).await.base_offset, end);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    retention_deletes_whole_old_segments,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.segment_bytes = 2048;
+        let log = open(&dir, mode, config.clone()).await;
+        let old = types::now_ms() - 10 * 86_400_000;
+        for i in 0..30 {
+            append(&log, &records(1, 400, old + i)).await;
+        }
+        let before = log.segment_count();
+        // A reader holding a range of the oldest segment keeps it readable after deletion.
+        let held = log.read(0, 1 << 20, 1).await.unwrap();
+        let by_time = log.apply_retention(types::now_ms()).await.unwrap();
+        assert!(by_time.deleted_segments >= before - 1, "{by_time:?}");
+        assert_eq!(
+            log.segment_count(),
+            1,
+            "expired active segment rolled and deleted too"
+        );
+        assert_eq!(log.log_start_offset(), 30);
+        assert!(!held.to_bytes().await.unwrap().is_empty());
+        assert!(matches!(
+            log.read(0, 100, 30).await,
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        // By size: new data, the oldest segments go until the log fits retention.bytes.
+        let now = types::now_ms();
+        for i in 0..30 {
+            append(&log, &records(1, 400, now + i)).await;
+        }
+        let mut config = config;
+        config.retention_bytes = 3000;
+        log.set_config(config);
+        let by_size = log.apply_retention(now).await.unwrap();
+        assert!(by_size.deleted_segments > 0);
+        assert!(log.size_bytes() <= 3000 + 2048, "size {}", log.size_bytes());
+        assert!(log.log_start_offset() > 30);
+        assert_eq!(append(&log, &records(1, 1, now)).await.base_offset, 60);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    truncation_cuts_batches_and_appends_continue,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.segment_bytes = 3000;
+        let log = open(&dir, mode, config.clone()).await;
+        let mut written = Vec::new();
+        for i in 0..20 {
+            let b = records(2, 300, 1000 + i);
+            let info = append(&log, &b).await;
+            written.push(stamped(&b, info.base_offset, 0));
+        }
+        // Offset 13 is inside the batch [12, 13]: the whole batch goes.
+        log.truncate_to(13).await.unwrap();
+        assert_eq!(log.log_end_offset(), 12);
+        assert_eq!(read_all(&log, 0).await, written[..6].to_vec());
+        let b = records(1, 50, 99);
+        assert_eq!(append(&log, &b).await.base_offset, 12);
+        log.close().await.unwrap();
+        let log = open(&dir, mode, config).await;
+        let mut expect = written[..6].to_vec();
+        expect.push(stamped(&b, 12, 0));
+        assert_eq!(read_all(&log, 0).await, expect);
+        log.truncate_fully_and_start_at(100).await.unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
+        assert_eq!(append(&log, &b).await.base_offset, 100);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    timestamps_find_the_first_batch_at_or_after,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.segment_bytes = 4096;
+        config.index_interval_bytes = 256;
+        let log = open(&dir, mode, config.clone()).await;
+        for i in 0..40i64 {
+            append(&log, &records(2, 100, 1_000_000 + i * 100)).await;
+        }
+        let end = log.log_end_offset();
+        let found = log
+            .find_batch_by_timestamp(1_000_000 + 1250, end)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            found.header.base_offset, 26,
+            "batch 13 holds timestamps 1300 and 1301"
+        );
+        assert!(
+            log.find_batch_by_timestamp(0, end)
+                .await
+                .unwrap()
+                .unwrap()
+                .header
+                .base_offset
+                == 0
+        );
+        assert!(log
+            .find_batch_by_timestamp(9_999_999, end)
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(log.max_timestamp().map(|m| m.0), Some(1_000_000 + 3901));
+        log.close().await.unwrap();
+        let log = open(&dir, mode, config).await;
+        let found = log
+            .find_batch_by_timestamp(1_000_000 + 1250, end)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            found.header.base_offset, 26,
+            "after reopening, from the time index"
+        );
+        assert_eq!(log.max_timestamp().map(|m| m.0), Some(1_000_000 + 3901));
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    bad_batches_are_refused_and_change_nothing,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.max_message_bytes = 2000;
+        let log = open(&dir, mode, config).await;
+        append(&log, &records(1, 10, 1)).await;
+        let good = records(2, 50, 2);
+        let mut bad_crc = good.to_vec();
+        *bad_crc.last_mut().unwrap() ^= 1;
+        let mut bad_magic = good.to_vec();
+        bad_magic[16] = 1;
+        let cut = good.slice(..good.len() - 3);
+        let cases = [
+            Bytes::from(bad_crc),
+            Bytes::from(bad_magic),
+            cut,
+            records(1, 3000, 3),
+            Bytes::from(vec![0u8; HEADER_BYTES - 1]),
+        ];
+        for case in cases {
+            assert!(
+                matches!(
+                    log.validate(&case, BatchOrigin::Client),
+                    Err(Error::InvalidBatch(_))
+                ),
+                "refused"
+            );
+        }
+        assert_eq!(log.log_end_offset(), 1);
+        assert_eq!(read_all(&log, 0).await.len(), 1);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    flush_messages_one_syncs_before_acknowledging,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.flush_messages = 1;
+        let log = open(&dir, mode, config).await;
+        let before = log.stats().fdatasyncs.get();
+        for _ in 0..5 {
+            append(&log, &records(1, 10, 1)).await;
+            assert_eq!(
+                log.flushed_offset(),
+                log.log_end_offset(),
+                "acknowledged only when durable"
+            );
+        }
+        assert!(log.stats().fdatasyncs.get() >= before + 5);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    concurrent_appends_are_numbered_in_order,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    let b = records(1 + i % 4, 64, i as i64);
+                    let info = append(&log, &b).await;
+                    (info, b)
+                })
+            })
+            .collect();
+        let mut infos = Vec::new();
+        for t in tasks {
+            infos.push(t.await);
+        }
+        infos.sort_by_key(|(i, _)| i.base_offset);
+        let mut expect_next = 0;
+        for (info, b) in &infos {
+            assert_eq!(info.base_offset, expect_next, "contiguous offsets");
+            let h = batch::BatchHeader::parse(b).unwrap();
+            expect_next = info.base_offset + h.offset_count();
+        }
+        let got = read_all(&log, 0).await;
+        let want: Vec<Bytes> = infos
+            .iter()
+            .map(|(i, b)| stamped(b, i.base_offset, 0))
+            .collect();
+        assert_eq!(got, want);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    leader_epochs_are_recorded_and_answer_kip_101,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let b = records(2, 10, 1);
+        let valid = log.validate(&b, BatchOrigin::Client).unwrap();
+        log.append(valid.clone(), 0).await.unwrap();
+        log.append(valid.clone(), 3).await.unwrap();
+        log.append(valid.clone(), 3).await.unwrap();
+        log.append(valid, 5).await.unwrap();
+        assert_eq!(log.end_offset_for_epoch(0), Some((0, 2)));
+        assert_eq!(log.end_offset_for_epoch(4), Some((3, 6)));
+        assert_eq!(log.end_offset_for_epoch(5), Some((5, 8)));
+        let r = log.read(2, 1 << 20, 8).await.unwrap();
+        let h = batch::BatchHeader::parse(&r.to_bytes().await.unwrap()).unwrap();
+        assert_eq!(h.partition_leader_epoch, 3, "epoch stamped in place");
+        log.close().await.unwrap();
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert_eq!(log.leader_epochs().len(), 3);
+        log.truncate_to(4).await.unwrap();
+        assert_eq!(log.end_offset_for_epoch(5), Some((3, 4)));
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    follower_appends_keep_the_leaders_offsets,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let mut v = records(3, 10, 1).to_vec();
+        let prefix = batch::stamp(&v, 10, 2);
+        v[..16].copy_from_slice(&prefix);
+        let from_leader = Bytes::from(v);
+        let valid = log.validate(&from_leader, BatchOrigin::Replica).unwrap();
+        // A replica's log restarts where the leader's started.
+        log.truncate_fully_and_start_at(10).await.unwrap();
+        let info = log.append_as_follower(valid.clone()).await.unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (10, 12));
+        assert!(
+            log.append_as_follower(valid).await.is_err(),
+            "offsets below the end refused"
+        );
+        assert_eq!(read_all(&log, 10).await, vec![from_leader]);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    a_damaged_index_is_rebuilt,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.segment_bytes = 4096;
+        config.index_interval_bytes = 300;
+        let log = open(&dir, mode, config.clone()).await;
+        let mut written = Vec::new();
+        for i in 0..40 {
+            let b = records(2, 120, 50_000 + i * 10);
+            let info = append(&log, &b).await;
+            written.push(stamped(&b, info.base_offset, 0));
+        }
+        let bases = log.segment_bases();
+        log.close().await.unwrap();
+        let first = segment::SegmentPaths::new(&dir, bases[0]);
+        let second = segment::SegmentPaths::new(&dir, bases[1]);
+        std::fs::write(&first.index, b"garbage!!").unwrap(); // not whole entries
+        std::fs::remove_file(&second.index).unwrap(); // missing
+        let mut t = std::fs::read(&second.time_index).unwrap();
+        t.reverse(); // not ascending
+        std::fs::write(&second.time_index, t).unwrap();
+        let log = open(&dir, mode, config).await;
+        assert_eq!(read_all(&log, 0).await, written);
+        let end = log.log_end_offset();
+        for target in [0i64, 7, 33, 51, 79] {
+            let r = log.read(target, 1, end).await.unwrap();
+            let h = batch::BatchHeader::parse(&r.to_bytes().await.unwrap()).unwrap();
+            assert!(h.base_offset <= target && target <= h.last_offset());
+        }
+        let found = log
+            .find_batch_by_timestamp(50_000 + 95, end)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.header.base_offset, 20);
+        log.close().await.unwrap();
+        assert_ne!(
+            std::fs::read(&first.index).unwrap(),
+            b"garbage!!",
+            "rewritten"
+        );
+    }
+);
+
+both_modes!(
+    a_torn_tail_is_cut_at_the_first_bad_byte,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let mut written = Vec::new();
+        for i in 0..10 {
+            let b = records(3, 200, i);
+            let info = append(&log, &b).await;
+            written.push(stamped(&b, info.base_offset, 0));
+        }
+        let size = log.size_bytes();
+        let bases = log.segment_bases();
+        // Simulate a crash: no close, so the recovery point is where the last flush put it.
+        log.flush().await.unwrap();
+        append(&log, &records(1, 10, 99)).await; // after the recovery point, then torn below
+        drop(log);
+        let path = segment::SegmentPaths::new(&dir, *bases.last().unwrap()).log;
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.truncate(size as usize);
+        let partial = records(4, 300, 7);
+        bytes.extend_from_slice(&partial[..partial.len() / 2]); // half a batch
+        bytes.extend_from_slice(&[0xAB; 100]); // and garbage
+        std::fs::write(&path, &bytes).unwrap();
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert_eq!(log.log_end_offset(), 30);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            size,
+            "cut at the first bad byte"
+        );
+        assert_eq!(read_all(&log, 0).await, written);
+        assert_eq!(append(&log, &records(1, 10, 1)).await.base_offset, 30);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
+    corruption_below_the_recovery_point_is_reported_not_served,
+    |dir: PathBuf, mode| async move {
+        let mut config = LogConfig::default();
+        config.segment_bytes = 2048;
+        let log = open(&dir, mode, config.clone()).await;
+        for i in 0..12 {
+            append(&log, &records(1, 300, i)).await;
+        }
+        let bases = log.segment_bases();
+        log.close().await.unwrap();
+        // Flip a byte inside the second batch of the first (sealed, trusted) segment.
+        let path = segment::SegmentPaths::new(&dir, bases[0]).log;
+        let mut bytes = std::fs::read(&path).unwrap();
+        let first_len = batch::BatchHeader::parse(&bytes).unwrap().total_bytes();
+        bytes[first_len + 100] ^= 0xFF;
+        std::fs::write(&path, &bytes).unwrap();
+        let log = open(&dir, mode, config).await;
+        let end = log.log_end_offset();
+        // The valid batch before it is served; the corrupt one is an error naming file and position.
+        let r = log.read(0, 1 << 20, end).await.unwrap();
+        assert_eq!(r.bytes as usize, first_len);
+        match log.read(1, 1 << 20, end).await {
+            Err(Error::Corrupt {
+                path: p, position, ..
+            }) => {
+                assert_eq!(p, path);
+                assert_eq!(position, first_len as u64);
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        log.close().await.unwrap();
+    }
+);
+
+mod model {
+    //! Random operation sequences against a plain list of batches.
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Append { records: usize, bytes: usize },
+        Read { at: usize, max_bytes: usize },
+        Truncate { at: usize },
+        Reopen,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (1usize..5, 1usize..700).prop_map(|(records, bytes)| Op::Append { records, bytes }),
+            3 => (0usize..1000, 1usize..4000).prop_map(|(at, max_bytes)| Op::Read { at, max_bytes }),
+            1 => (0usize..1000).prop_map(|at| Op::Truncate { at }),
+            1 => Just(Op::Reopen),
+        ]
+    }
+
+    fn check(mode: IoMode, ops: Vec<Op>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        run(|| async move {
+            let mut config = LogConfig::default();
+            config.segment_bytes = 2500;
+            config.index_interval_bytes = 400;
+            let mut log = open(&path, mode, config.clone()).await;
+            // (base offset, stored bytes)
+            let mut model: Vec<(i64, Bytes)> = Vec::new();
+            let mut end = 0i64;
+            for op in ops {
+                match op {
+                    Op::Append { records: n, bytes } => {
+                        let b = records(n, bytes, end);
+                        let info = append(&log, &b).await;
+                        assert_eq!(info.base_offset, end);
+                        model.push((end, stamped(&b, end, 0)));
+                        end += n as i64;
+                    }
+                    Op::Read { at, max_bytes } => {
+                        if model.is_empty() {
+                            continue;
+                        }
+                        let target = (at as i64) % end;
+                        let r = log.read(target, max_bytes, end).await.unwrap();
+                        let got = batch::split_batches(&r.to_bytes().await.unwrap()).unwrap();
+                        let first = model.partition_point(|(b, _)| *b <= target) - 1;
+                        assert_eq!(
+                            got[0], model[first].1,
+                            "starts at the batch holding {target}"
+                        );
+                        for (k, g) in got.iter().enumerate() {
+                            assert_eq!(g, &model[first + k].1);
+                        }
+                        assert!(got.len() == 1 || r.bytes as usize <= max_bytes);
+                    }
+                    Op::Truncate { at } => {
+                        if model.is_empty() {
+                            continue;
+                        }
+                        let target = (at as i64) % end;
+                        log.truncate_to(target).await.unwrap();
+                        let keep = model.partition_point(|(b, bytes)| {
+                            let h = batch::BatchHeader::parse(bytes).unwrap();
+                            *b + h.offset_count() <= target
+                        });
+                        model.truncate(keep);
+                        end = model
+                            .last()
+                            .map(|(b, bytes)| {
+                                *b + batch::BatchHeader::parse(bytes).unwrap().offset_count()
+                            })
+                            .unwrap_or(0);
+                        assert_eq!(log.log_end_offset(), end);
+                    }
+                    Op::Reopen => {
+                        log.close().await.unwrap();
+                        log = open(&path, mode, config.clone()).await;
+                        assert_eq!(log.log_end_offset(), end);
+                    }
+                }
+            }
+            let got = read_all(&log, log.log_start_offset()).await;
+            let want: Vec<Bytes> = model.into_iter().map(|(_, b)| b).collect();
+            assert_eq!(got, want);
+            log.close().await.unwrap();
+        });
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn buffered_matches_the_model(ops in proptest::collection::vec(op(), 1..60)) {
+            check(IoMode::Buffered, ops);
+        }
+
+        #[test]
+        fn direct_matches_the_model(ops in proptest::collection::vec(op(), 1..60)) {
+            check(IoMode::Direct, ops);
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! A file descriptor shared by reference count, with its I/O done on the shard's ring.
+//!
+//! Lives on: any shard. The descriptor is immutable and `Send`, so an owner shard can hand a
+//! segment's `File` to the shard serving a fetch; each shard submits to its own ring.
+
+use super::ops::{check, WriteChunk};
+use super::Ring;
+use io_uring::{opcode, types};
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+struct Inner {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// An open file; clones share the descriptor, which closes with the last clone.
+#[derive(Clone)]
+pub struct File {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "File({})", self.inner.path.display())
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.fd.as_raw_fd()
+    }
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
+}
+
+impl File {
+    /// Opens `path` with `open(2)` flags through the ring.
+    pub async fn open(path: &Path, flags: i32, mode: u32) -> io::Result<File> {
+        let cpath = c_path(path)?;
+        let entry = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), cpath.as_ptr())
+            .flags(flags | libc::O_CLOEXEC)
+            .mode(mode)
+            .build();
+        let (res, _cpath) = Ring::current().run(entry, cpath).await;
+        let fd = check(res)?;
+        Ok(File {
+            // SAFETY: the kernel returned a fresh descriptor that nothing else owns.
+            inner: Arc::new(Inner {
+                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+                path: path.to_path_buf(),
+            }),
+        })
+    }
+
+    /// Opens for reading and appending-by-position, creating the file when missing.
+    pub async fn open_rw(path: &Path) -> io::Result<File> {
+        File::open(path, libc::O_RDWR | libc::O_CREAT, 0o644).await
+    }
+
+    pub async fn open_read(path: &Path) -> io::Result<File> {
+        File::open(path, libc::O_RDONLY, 0).await
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Size in bytes. `fstat` answers from the inode cache without I/O.
+    pub fn size(&self) -> io::Result<u64> {
+        // SAFETY: fstat writes into the zeroed struct we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.as_raw_fd(), &mut st) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st.st_size as u64)
+    }
+
+    /// Reads up to `len` bytes at `pos`; fewer only at end of file.
+    pub async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut filled = 0usize;
+        while filled < len {
+            let entry = opcode::Read::new(
+                types::Fd(self.as_raw_fd()),
+                // SAFETY: the spare capacity stays allocated in the keepalive.
+                unsafe { buf.as_mut_ptr().add(filled) },
+                (len - filled) as u32,
+            )
+            .offset(pos + filled as u64)
+            .build();
+            let (res, (back, _file)) = Ring::current().run(entry, (buf, self.clone())).await;
+            buf = back;
+            let n = check(res)? as usize;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+            // SAFETY: the kernel initialised `n` more bytes.
+            unsafe { buf.set_len(filled) };
+        }
+        Ok(buf)
+    }
+
+    /// Writes every chunk, in order, starting at `pos`; retries short writes.
+    pub async fn write_all_at(&self, pos: u64, chunks: Vec<WriteChunk>) -> io::Result<()> {
+        let total: usize = chunks.iter().map(|c| c.as_slice().len()).sum();
+        let mut written = 0usize;
+        let mut chunks = chunks;
+        while written < total {
+            let iovecs = iovecs_from(&chunks, written);
+            let entry = opcode::Writev::new(
+                types::Fd(self.as_raw_fd()),
+                iovecs.as_ptr(),
+                iovecs.len() as u32,
+            )
+            .offset(pos + written as u64)
+            .build();
+            let (res, (back, _iov, _file)) = Ring::current()
+                .run(entry, (chunks, iovecs, self.clone()))
+                .await;
+            chunks = back;
+            let n = check(res)? as usize;
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
+            }
+            written += n;
+        }
+        Ok(())
+    }
+
+    pub async fn fdatasync(&self) -> io::Result<()> {
+        let entry = opcode::Fsync::new(types::Fd(self.as_raw_fd()))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build();
+        let (res, _file) = Ring::current().run(entry, self.clone()).await;
+        check(res).map(drop)
+    }
+
+    pub async fn fsync(&self) -> io::Result<()> {
+        let entry = opcode::Fsync::new(types::Fd(self.as_raw_fd())).build();
+        let (res, _file) = Ring::current().run(entry, self.clone()).await;
+        check(res).map(drop)
+    }
+
+    pub async fn truncate(&self, len: u64) -> io::Result<()> {
+        let entry = opcode::Ftruncate::new(types::Fd(self.as_raw_fd()), len).build();
+        let (res, _file) = Ring::current().run(entry, self.clone()).await;
+        check(res).map(drop)
+    }
+
+    /// Reserves `len` bytes at `pos` without changing the file size.
+    pub async fn preallocate(&self, pos: u64, len: u64) -> io::Result<()> {
+        let entry = opcode::Fallocate::new(types::Fd(self.as_raw_fd()), len)
+            .offset(pos)
+            .mode(libc::FALLOC_FL_KEEP_SIZE)
+            .build();
+        let (res, _file) = Ring::current().run(entry, self.clone()).await;
+        check(res).map(drop)
+    }
+}
+
+/// iovecs for `chunks`, skipping the first `skip` bytes (after a short write).
+fn iovecs_from(chunks: &[WriteChunk], mut skip: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::with_capacity(chunks.len());
+    for chunk in chunks {
+        let s = chunk.as_slice();
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        let s = &s[skip..];
+        skip = 0;
+        out.push(libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        });
+    }
+    out
+}
+
+/// Removes a file by name.
+pub async fn unlink(path: &Path) -> io::Result<()> {
+    let cpath = c_path(path)?;
+    let entry = opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), cpath.as_ptr()).build();
+    let (res, _cpath) = Ring::current().run(entry, cpath).await;
+    check(res).map(drop)
+}
+
+/// Renames `from` to `to`, replacing `to` atomically.
+pub async fn rename(from: &Path, to: &Path) -> io::Result<()> {
+    let cfrom = c_path(from)?;
+    let cto = c_path(to)?;
+    let entry = opcode::RenameAt::new(
+        types::Fd(libc::AT_FDCWD),
+        cfrom.as_ptr(),
+        types::Fd(libc::AT_FDCWD),
+        cto.as_ptr(),
+    )
+    .build();
+    let (res, _paths) = Ring::current().run(entry, (cfrom, cto)).await;
+    check(res).map(drop)
+}
+
+/// Creates one directory; an existing one is fine.
+pub async fn mkdir(path: &Path) -> io::Result<()> {
+    let cpath = c_path(path)?;
+    let entry = opcode::MkDirAt::new(types::Fd(libc::AT_FDCWD), cpath.as_ptr())
+        .mode(0o755)
+        .build();
+    let (res, _cpath) = Ring::current().run(entry, cpath).await;
+    match check(res) {
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+/// Makes a directory's entries (creations, renames, removals) durable.
+pub async fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = File::open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0).await?;
+    dir.fsync().await
+}
+
+/// Writes `contents` to `path` so that a crash leaves either the old file or the new one:
+/// a temporary file, fsync, rename over the target, fsync of the directory.
+pub async fn write_atomically(path: &Path, contents: Vec<u8>) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let file = File::open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644).await?;
+    file.write_all_at(0, vec![WriteChunk::Owned(contents)])
+        .await?;
+    file.fsync().await?;
+    drop(file);
+    rename(&tmp, path).await?;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    sync_dir(parent).await
+}

@@ -1,0 +1,116 @@
+use super::*;
+use bytes::Bytes;
+use glommio::LocalExecutor;
+
+fn run<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
+    LocalExecutor::default().run(async move { f().await });
+}
+
+#[test]
+fn vectored_write_then_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    run(|| async move {
+        let f = File::open_rw(&path).await.unwrap();
+        let chunks = vec![
+            WriteChunk::Stamp([1u8; 16]),
+            WriteChunk::Shared(Bytes::from_static(b"hello")),
+            WriteChunk::Owned(vec![2u8; 10_000]),
+        ];
+        f.write_all_at(4, chunks).await.unwrap();
+        f.fdatasync().await.unwrap();
+        assert_eq!(f.size().unwrap(), 4 + 16 + 5 + 10_000);
+        let back = f.read_at(4, 21).await.unwrap();
+        assert_eq!(&back[..16], &[1u8; 16]);
+        assert_eq!(&back[16..], b"hello");
+        let tail = f.read_at(10_000, 1_000).await.unwrap();
+        assert_eq!(tail.len(), 25, "short read at end of file");
+        f.truncate(10).await.unwrap();
+        assert_eq!(f.size().unwrap(), 10);
+    });
+}
+
+#[test]
+fn many_concurrent_operations_beyond_the_ring_depth_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    run(|| async move {
+        let f = File::open_rw(&path).await.unwrap();
+        f.write_all_at(
+            0,
+            vec![WriteChunk::Owned(
+                (0..=255u8).cycle().take(1 << 16).collect(),
+            )],
+        )
+        .await
+        .unwrap();
+        let reads: Vec<_> = (0..1000u64)
+            .map(|i| {
+                let f = f.clone();
+                glommio::spawn_local(async move { f.read_at(i * 7, 3).await.unwrap() })
+            })
+            .collect();
+        for (i, r) in reads.into_iter().enumerate() {
+            let got = r.await;
+            let want: Vec<u8> = (0..3).map(|k| ((i * 7 + k) % 256) as u8).collect();
+            assert_eq!(got, want);
+        }
+    });
+}
+
+#[test]
+fn dropped_operation_does_not_disturb_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    run(|| async move {
+        let f = File::open_rw(&path).await.unwrap();
+        f.write_all_at(0, vec![WriteChunk::Owned(vec![9u8; 4096])])
+            .await
+            .unwrap();
+        drop(f.read_at(0, 4096)); // never polled
+        let early = f.read_at(0, 4096);
+        futures::pin_mut!(early);
+        let _ = futures::poll!(early.as_mut()); // submitted, then dropped while in flight
+        drop(early);
+        assert_eq!(f.read_at(0, 4).await.unwrap(), vec![9u8; 4]);
+    });
+}
+
+#[test]
+fn splice_moves_file_bytes_through_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    run(|| async move {
+        let f = File::open_rw(&path).await.unwrap();
+        f.write_all_at(0, vec![WriteChunk::Owned(b"zero-copy!".to_vec())])
+            .await
+            .unwrap();
+        let mut pipe = [0i32; 2];
+        assert_eq!(
+            unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
+            0
+        );
+        let n = splice::splice_from_file(&f, 5, pipe[1], 5).await.unwrap();
+        assert_eq!(n, 5);
+        let mut out = [0u8; 5];
+        let r = unsafe { libc::read(pipe[0], out.as_mut_ptr().cast(), 5) };
+        assert_eq!(r, 5);
+        assert_eq!(&out, b"copy!");
+        unsafe {
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+    });
+}
+
+#[test]
+fn atomic_write_replaces_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checkpoint");
+    run(|| async move {
+        write_atomically(&path, b"one".to_vec()).await.unwrap();
+        write_atomically(&path, b"two".to_vec()).await.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert!(!path.with_extension("tmp").exists());
+    });
+}
