@@ -1,1 +1,195 @@
-fn main() {}
+//! Log append throughput and recovery time, printed as figures (not a timed test).
+//!
+//! `cargo bench -p ferrite-shards --bench log_append -- [--dir DIR] [--gib N] [--inflight N]
+//! [--mode buffered|direct] [--no-recovery]`
+//!
+//! For each I/O mode and batch size (16 KiB and 256 KiB batches of 1 KiB records) it appends
+//! `--gib` GiB with `--inflight` appends outstanding, ending with an fdatasync, and prints MB/s.
+//! Then it fills one partition with 1 GiB, takes a recovery point, appends a little more and
+//! abandons the log without closing it (as kill -9 would), and times reopening it; a reopen
+//! after a clean close and one with no recovery point (a full scan) are timed for comparison.
+//! `perf/log-vs-fio.sh` runs fio in the same directory and sets these figures beside it.
+
+use bytes::Bytes;
+use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
+use ferrite_shards::batch::BatchOrigin;
+use ferrite_shards::log::{BatchCache, Log, LogOptions};
+use ferrite_shards::{IoMode, LogConfig};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+const RECORD_BYTES: usize = 1024;
+
+struct Args {
+    dir: PathBuf,
+    gib: f64,
+    inflight: usize,
+    modes: Vec<IoMode>,
+    recovery: bool,
+}
+
+fn args() -> Args {
+    let mut out = Args {
+        dir: PathBuf::from("target/bench-data"),
+        gib: 1.0,
+        inflight: 8,
+        modes: vec![IoMode::Buffered, IoMode::Direct],
+        recovery: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dir" => out.dir = PathBuf::from(it.next().expect("--dir DIR")),
+            "--gib" => out.gib = it.next().expect("--gib N").parse().expect("number"),
+            "--inflight" => {
+                out.inflight = it.next().expect("--inflight N").parse().expect("number")
+            }
+            "--mode" => {
+                let m = it.next().expect("--mode buffered|direct");
+                out.modes = vec![IoMode::parse(&m).expect("buffered or direct")];
+            }
+            "--no-recovery" => out.recovery = false,
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    out
+}
+
+fn batch_of(batch_bytes: usize) -> Bytes {
+    let count = (batch_bytes / (RECORD_BYTES + 20)).max(1);
+    let records: Vec<NewRecord> = (0..count)
+        .map(|i| NewRecord {
+            key: None,
+            value: Some(Bytes::from(vec![(i % 256) as u8; RECORD_BYTES])),
+            timestamp_ms: ferrite_shards::types::now_ms(),
+            headers: vec![],
+        })
+        .collect();
+    build_batch(&records, ProducerFields::NONE)
+}
+
+fn options(mode: IoMode) -> LogOptions {
+    LogOptions {
+        config: LogConfig::default(),
+        io_mode: mode,
+        cache: (mode == IoMode::Direct).then(|| BatchCache::new(64 << 20)),
+    }
+}
+
+/// Appends `total_bytes` in batches of `batch`, `inflight` at a time; returns bytes per second.
+async fn fill(log: &Log, batch: &Bytes, total_bytes: u64, inflight: usize) -> f64 {
+    let valid = Rc::new(log.validate(batch, BatchOrigin::Client).expect("valid"));
+    let appends = (total_bytes / batch.len() as u64).max(1);
+    let started = Instant::now();
+    let workers: Vec<_> = (0..inflight)
+        .map(|w| {
+            let log = log.clone();
+            let valid = valid.clone();
+            glommio::spawn_local(async move {
+                let mut i = w as u64;
+                while i < appends {
+                    log.append(valid.to_vec(), 0).await.expect("append");
+                    i += inflight as u64;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await;
+    }
+    log.flush().await.expect("flush");
+    (appends * batch.len() as u64) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn throughput(root: &Path, mode: IoMode, batch_bytes: usize, total: u64, inflight: usize) {
+    let dir = root.join(format!("append-{}-{batch_bytes}-0", mode.name()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = Log::open(&dir, options(mode)).await.expect("open");
+    let batch = batch_of(batch_bytes);
+    let rate = fill(&log, &batch, total, inflight).await;
+    println!(
+        "append mode={} batch_bytes={} bytes={} inflight={} mb_per_s={:.1}",
+        mode.name(),
+        batch.len(),
+        total,
+        inflight,
+        rate / 1e6
+    );
+    log.close().await.expect("close");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn recovery(root: &Path, inflight: usize) {
+    let dir = root.join("recovery-0");
+    let _ = std::fs::remove_dir_all(&dir);
+    let batch = batch_of(256 * 1024);
+    let gib = 1u64 << 30;
+    glommio::LocalExecutorBuilder::default()
+        .make()
+        .expect("executor")
+        .run({
+            let dir = dir.clone();
+            let batch = batch.clone();
+            async move {
+                let log = Log::open(&dir, options(IoMode::Buffered))
+                    .await
+                    .expect("open");
+                fill(&log, &batch, gib, inflight).await;
+                // A little more after the recovery point, then abandon the log unclosed.
+                fill_unflushed(&log, &batch, 16 << 20).await;
+                println!("recovery partition_bytes={}", log.size_bytes());
+            }
+        });
+    let time_open = |label: &str| {
+        let dir = dir.clone();
+        let label = label.to_string();
+        glommio::LocalExecutorBuilder::default()
+            .make()
+            .expect("executor")
+            .run(async move {
+                let started = Instant::now();
+                let log = Log::open(&dir, options(IoMode::Buffered))
+                    .await
+                    .expect("open");
+                let took = started.elapsed();
+                println!(
+                    "recovery case={label} log_end={} open_ms={:.1}",
+                    log.log_end_offset(),
+                    took.as_secs_f64() * 1e3
+                );
+                log.close().await.expect("close");
+            });
+    };
+    time_open("after_kill");
+    time_open("after_clean_close");
+    std::fs::remove_file(dir.join("recovery-point")).expect("remove recovery point");
+    time_open("no_recovery_point_full_scan");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn fill_unflushed(log: &Log, batch: &Bytes, bytes: u64) {
+    let valid = log.validate(batch, BatchOrigin::Client).expect("valid");
+    for _ in 0..(bytes / batch.len() as u64) {
+        log.append(valid.clone(), 0).await.expect("append");
+    }
+}
+
+fn main() {
+    let args = args();
+    std::fs::create_dir_all(&args.dir).expect("bench dir");
+    let total = (args.gib * (1u64 << 30) as f64) as u64;
+    for &mode in &args.modes {
+        for batch_bytes in [16 * 1024, 256 * 1024] {
+            let root = args.dir.clone();
+            let inflight = args.inflight;
+            glommio::LocalExecutorBuilder::default()
+                .make()
+                .expect("executor")
+                .run(async move { throughput(&root, mode, batch_bytes, total, inflight).await });
+        }
+    }
+    if args.recovery {
+        recovery(&args.dir, args.inflight);
+    }
+}

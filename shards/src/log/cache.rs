@@ -30,11 +30,14 @@ impl CachedBatch {
 /// One log's cached batches, ascending and contiguous in offset.
 pub(crate) type Entries = Rc<RefCell<VecDeque<CachedBatch>>>;
 
+/// Where an inserted batch lives: its log's entries, its base offset, its size.
+type FifoEntry = (Weak<RefCell<VecDeque<CachedBatch>>>, i64, usize);
+
 pub struct BatchCache {
     capacity_bytes: usize,
     used_bytes: Cell<usize>,
     /// Insertion order across logs: (log's entries, base offset, bytes).
-    fifo: RefCell<VecDeque<(Weak<RefCell<VecDeque<CachedBatch>>>, i64, usize)>>,
+    fifo: RefCell<VecDeque<FifoEntry>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }

@@ -264,7 +264,8 @@ impl Log {
         let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
-        if let Some(direct) = inner.direct.borrow_mut().take() {
+        let taken = inner.direct.borrow_mut().take();
+        if let Some(direct) = taken {
             direct.close().await?;
         }
         let (file, size) = {
@@ -282,7 +283,8 @@ impl Log {
         let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
-        if let Some(direct) = inner.direct.borrow_mut().take() {
+        let taken = inner.direct.borrow_mut().take();
+        if let Some(direct) = taken {
             direct.close().await?;
         }
         let segments = std::mem::take(&mut inner.state.borrow_mut().segments);

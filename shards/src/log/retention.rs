@@ -107,7 +107,8 @@ impl super::Log {
             st.segments.drain(keep..).collect()
         };
         if !doomed.is_empty() {
-            if let Some(d) = inner.direct.borrow_mut().take() {
+            let taken = inner.direct.borrow_mut().take();
+            if let Some(d) = taken {
                 d.close().await?;
             }
             for s in &doomed {
@@ -133,7 +134,8 @@ impl super::Log {
 }
 
 async fn restart_at(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
-    if let Some(d) = inner.direct.borrow_mut().take() {
+    let taken = inner.direct.borrow_mut().take();
+    if let Some(d) = taken {
         d.close().await?;
     }
     let doomed = std::mem::take(&mut inner.state.borrow_mut().segments);
@@ -176,10 +178,11 @@ async fn cut_active(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
         (p, Some(base)) => (p, base),
         (_, None) => {
             // Nothing to cut here: the segments after this one were the whole excess.
-            let mut st = inner.state.borrow_mut();
-            st.end_offset = st.active().next_offset;
-            st.flushed_offset = st.flushed_offset.min(st.end_offset);
-            drop(st);
+            {
+                let mut st = inner.state.borrow_mut();
+                st.end_offset = st.active().next_offset;
+                st.flushed_offset = st.flushed_offset.min(st.end_offset);
+            }
             return reopen_direct(inner).await;
         }
     };
@@ -227,7 +230,8 @@ async fn reopen_direct(inner: &Rc<LogInner>) -> Result<()> {
     if inner.mode != IoMode::Direct {
         return Ok(());
     }
-    if let Some(d) = inner.direct.borrow_mut().take() {
+    let taken = inner.direct.borrow_mut().take();
+    if let Some(d) = taken {
         d.close().await?;
     }
     let (path, size, file) = {

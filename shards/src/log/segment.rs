@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 /// Preallocation step for direct-mode segments: O_DIRECT appends into reserved space do not
 /// wait on block allocation.
 const PREALLOCATE_STEP_BYTES: u64 = 64 << 20;
+/// Largest single O_DIRECT write; a group's pieces are written concurrently.
+const DIRECT_PIECE_BYTES: u64 = 512 << 10;
 
 pub(crate) fn file_stem(base_offset: i64) -> String {
     format!("{base_offset:020}")
@@ -242,40 +244,53 @@ impl DirectTail {
     }
 
     /// Writes `chunks` at logical position `size`, rewriting the partial block before it.
+    ///
+    /// The aligned range is cut into pieces of at most `DIRECT_PIECE_BYTES`, written at once:
+    /// they cover disjoint blocks, so the device may complete them in any order, and each fits
+    /// glommio's registered buffer pool. Only the next call rewrites the last partial block,
+    /// after this one has completed.
     pub async fn write(&mut self, size: u64, chunks: &[WriteChunk], path: &Path) -> Result<()> {
         let align = self.dma.alignment();
         let start = size - self.tail.len() as u64;
         debug_assert_eq!(start % align, 0);
         let payload: usize = chunks.iter().map(|c| c.as_slice().len()).sum();
         let logical = self.tail.len() + payload;
-        let aligned = self.dma.align_up(logical as u64) as usize;
-        if start + aligned as u64 > self.allocated_bytes {
-            let want = start + aligned as u64 + PREALLOCATE_STEP_BYTES;
+        let aligned = self.dma.align_up(logical as u64);
+        if start + aligned > self.allocated_bytes {
+            // Reserve ahead and let the file size cover it, as fio does: O_DIRECT writes inside
+            // the file size do not extend it, which ext4 would otherwise serialise. Recovery
+            // cuts the zeroed reserve like any invalid tail; sealing trims it.
+            let want = start + aligned + PREALLOCATE_STEP_BYTES;
             self.dma
-                .pre_allocate(want, true)
+                .pre_allocate(want, false)
                 .await
                 .map_err(|e| Error::io("fallocate", path, e.into()))?;
             self.allocated_bytes = want;
         }
-        let mut buf = self.dma.alloc_dma_buffer(aligned);
-        {
+        let mut source = Stream::new(&self.tail, chunks);
+        let mut writes = Vec::new();
+        let mut piece_start = 0u64;
+        let mut new_tail = Vec::new();
+        while piece_start < aligned {
+            let piece_len = (aligned - piece_start).min(DIRECT_PIECE_BYTES);
+            let mut buf = self.dma.alloc_dma_buffer(piece_len as usize);
             let out = buf.as_bytes_mut();
-            out[..self.tail.len()].copy_from_slice(&self.tail);
-            let mut at = self.tail.len();
-            for c in chunks {
-                let s = c.as_slice();
-                out[at..at + s.len()].copy_from_slice(s);
-                at += s.len();
+            let filled = source.fill(out);
+            out[filled..].fill(0);
+            let piece_end = piece_start + piece_len;
+            if piece_end >= aligned {
+                let tail_start = logical - logical % align as usize;
+                let from = tail_start - piece_start as usize;
+                new_tail = out[from..from + logical % align as usize].to_vec();
             }
-            out[at..].fill(0);
+            writes.push(self.dma.write_at(buf, start + piece_start));
+            piece_start = piece_end;
         }
-        let new_tail_start = logical - logical % align as usize;
-        let new_tail = buf.as_bytes()[new_tail_start..logical].to_vec();
-        let written = self
-            .dma
-            .write_at(buf, start)
-            .await
-            .map_err(|e| Error::io("write O_DIRECT", path, e.into()))?;
+        let results = futures::future::join_all(writes).await;
+        let mut written = 0usize;
+        for r in results {
+            written += r.map_err(|e| Error::io("write O_DIRECT", path, e.into()))?;
+        }
         if written < logical {
             return Err(Error::io(
                 "write O_DIRECT",
@@ -292,6 +307,43 @@ impl DirectTail {
             .close()
             .await
             .map_err(|e| Error::io("close", "O_DIRECT segment", e.into()))
+    }
+}
+
+/// The bytes of a write, in order: the partial block kept from before, then the chunks.
+struct Stream<'a> {
+    parts: Vec<&'a [u8]>,
+    part: usize,
+    at: usize,
+}
+
+impl<'a> Stream<'a> {
+    fn new(tail: &'a [u8], chunks: &'a [WriteChunk]) -> Stream<'a> {
+        let mut parts = Vec::with_capacity(chunks.len() + 1);
+        parts.push(tail);
+        parts.extend(chunks.iter().map(WriteChunk::as_slice));
+        Stream {
+            parts,
+            part: 0,
+            at: 0,
+        }
+    }
+
+    /// Copies the next bytes into `out`; returns how many (fewer only at the end).
+    fn fill(&mut self, out: &mut [u8]) -> usize {
+        let mut filled = 0;
+        while filled < out.len() && self.part < self.parts.len() {
+            let src = &self.parts[self.part][self.at..];
+            let n = src.len().min(out.len() - filled);
+            out[filled..filled + n].copy_from_slice(&src[..n]);
+            filled += n;
+            self.at += n;
+            if self.at == self.parts[self.part].len() {
+                self.part += 1;
+                self.at = 0;
+            }
+        }
+        filled
     }
 }
 

@@ -150,9 +150,11 @@ both_modes!(
 both_modes!(
     segments_roll_by_size_and_reads_cross_them,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.segment_bytes = 4096;
-        config.index_interval_bytes = 512;
+        let config = LogConfig {
+            segment_bytes: 4096,
+            index_interval_bytes: 512,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config.clone()).await;
         let mut written = Vec::new();
         for i in 0..60 {
@@ -188,8 +190,10 @@ both_modes!(
 both_modes!(
     retention_deletes_whole_old_segments,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.segment_bytes = 2048;
+        let config = LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config.clone()).await;
         let old = types::now_ms() - 10 * 86_400_000;
         for i in 0..30 {
@@ -216,9 +220,10 @@ both_modes!(
         for i in 0..30 {
             append(&log, &records(1, 400, now + i)).await;
         }
-        let mut config = config;
-        config.retention_bytes = 3000;
-        log.set_config(config);
+        log.set_config(LogConfig {
+            retention_bytes: 3000,
+            ..config
+        });
         let by_size = log.apply_retention(now).await.unwrap();
         assert!(by_size.deleted_segments > 0);
         assert!(log.size_bytes() <= 3000 + 2048, "size {}", log.size_bytes());
@@ -231,8 +236,10 @@ both_modes!(
 both_modes!(
     truncation_cuts_batches_and_appends_continue,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.segment_bytes = 3000;
+        let config = LogConfig {
+            segment_bytes: 3000,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config.clone()).await;
         let mut written = Vec::new();
         for i in 0..20 {
@@ -261,9 +268,11 @@ both_modes!(
 both_modes!(
     timestamps_find_the_first_batch_at_or_after,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.segment_bytes = 4096;
-        config.index_interval_bytes = 256;
+        let config = LogConfig {
+            segment_bytes: 4096,
+            index_interval_bytes: 256,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config.clone()).await;
         for i in 0..40i64 {
             append(&log, &records(2, 100, 1_000_000 + i * 100)).await;
@@ -312,8 +321,10 @@ both_modes!(
 both_modes!(
     bad_batches_are_refused_and_change_nothing,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.max_message_bytes = 2000;
+        let config = LogConfig {
+            max_message_bytes: 2000,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config).await;
         append(&log, &records(1, 10, 1)).await;
         let good = records(2, 50, 2);
@@ -347,8 +358,10 @@ both_modes!(
 both_modes!(
     flush_messages_one_syncs_before_acknowledging,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.flush_messages = 1;
+        let config = LogConfig {
+            flush_messages: 1,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config).await;
         let before = log.stats().fdatasyncs.get();
         for _ in 0..5 {
@@ -449,9 +462,11 @@ both_modes!(
 both_modes!(
     a_damaged_index_is_rebuilt,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.segment_bytes = 4096;
-        config.index_interval_bytes = 300;
+        let config = LogConfig {
+            segment_bytes: 4096,
+            index_interval_bytes: 300,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config.clone()).await;
         let mut written = Vec::new();
         for i in 0..40 {
@@ -530,8 +545,10 @@ both_modes!(
 both_modes!(
     corruption_below_the_recovery_point_is_reported_not_served,
     |dir: PathBuf, mode| async move {
-        let mut config = LogConfig::default();
-        config.segment_bytes = 2048;
+        let config = LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
         let log = open(&dir, mode, config.clone()).await;
         for i in 0..12 {
             append(&log, &records(1, 300, i)).await;
@@ -588,9 +605,11 @@ mod model {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t-0");
         run(|| async move {
-            let mut config = LogConfig::default();
-            config.segment_bytes = 2500;
-            config.index_interval_bytes = 400;
+            let config = LogConfig {
+                segment_bytes: 2500,
+                index_interval_bytes: 400,
+                ..LogConfig::default()
+            };
             let mut log = open(&path, mode, config.clone()).await;
             // (base offset, stored bytes)
             let mut model: Vec<(i64, Bytes)> = Vec::new();

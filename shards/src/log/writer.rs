@@ -145,7 +145,7 @@ fn take_group(inner: &LogInner) -> Vec<PendingAppend> {
         let fits_group = bytes + next.bytes <= GROUP_BYTES_MAX
             && batches + next.batches.len() <= GROUP_BATCHES_MAX;
         // The first append always goes: into an empty segment (rolled by the caller) if big.
-        if !group.is_empty() && !(fits_segment && fits_group) {
+        if !(group.is_empty() || fits_segment && fits_group) {
             break;
         }
         bytes += next.bytes;
@@ -182,7 +182,8 @@ async fn roll_if_needed(inner: &Rc<LogInner>) -> Result<()> {
 /// Seals the active segment (trimmed, synced, final index entries) and starts a new one at
 /// `next_base`. The caller holds the write lock.
 pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
-    if let Some(direct) = inner.direct.borrow_mut().take() {
+    let taken = inner.direct.borrow_mut().take();
+    if let Some(direct) = taken {
         direct.close().await?;
     }
     let (file, size, writes) = {

@@ -68,8 +68,7 @@ fn dropped_operation_does_not_disturb_the_next() {
             .await
             .unwrap();
         drop(f.read_at(0, 4096)); // never polled
-        let early = f.read_at(0, 4096);
-        futures::pin_mut!(early);
+        let mut early = Box::pin(f.read_at(0, 4096));
         let _ = futures::poll!(early.as_mut()); // submitted, then dropped while in flight
         drop(early);
         assert_eq!(f.read_at(0, 4).await.unwrap(), vec![9u8; 4]);
