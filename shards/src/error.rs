@@ -40,6 +40,22 @@ pub enum Error {
     /// The log was closed while the operation waited.
     #[error("log {0} is closed")]
     Closed(PathBuf),
+
+    /// An idempotent producer's batch does not follow its previous one.
+    #[error("producer {producer_id}: sequence {got} does not follow (expected {expected})")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
+
+    /// An idempotent producer's batch carries an epoch older than the one already seen.
+    #[error("producer {producer_id}: epoch {got} is older than {current}")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        current: i16,
+        got: i16,
+    },
 }
 
 impl Error {
@@ -82,6 +98,24 @@ impl Error {
                 log_end: *log_end,
             },
             Error::Closed(p) => Error::Closed(p.clone()),
+            Error::OutOfOrderSequence {
+                producer_id,
+                expected,
+                got,
+            } => Error::OutOfOrderSequence {
+                producer_id: *producer_id,
+                expected: *expected,
+                got: *got,
+            },
+            Error::InvalidProducerEpoch {
+                producer_id,
+                current,
+                got,
+            } => Error::InvalidProducerEpoch {
+                producer_id: *producer_id,
+                current: *current,
+                got: *got,
+            },
         }
     }
 

@@ -6,9 +6,13 @@
 //! not lost. A waiter that gives up (its future dropped, e.g. by a timeout) removes itself, so
 //! the waiter list never outgrows the number of live waiters.
 //!
+//! [`FifoGate`] bounds a queue while keeping its order: callers are admitted strictly in the
+//! order they asked, so a bound never lets a later append overtake an earlier one.
+//!
 //! Lives on: one shard; not `Send`.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -106,11 +110,131 @@ impl Drop for Wait<'_> {
     }
 }
 
+/// Admits callers in arrival order while at most `capacity` units are held.
+///
+/// A caller whose request alone exceeds the capacity is admitted when nothing else is held.
+/// A caller that gives up while waiting (its future dropped) gives up its place in line.
+pub struct FifoGate {
+    capacity: u64,
+    used: Cell<u64>,
+    next_ticket: Cell<u64>,
+    serving: Cell<u64>,
+    abandoned: RefCell<BTreeSet<u64>>,
+    changed: Notify,
+}
+
+impl FifoGate {
+    pub fn new(capacity: u64) -> FifoGate {
+        FifoGate {
+            capacity,
+            used: Cell::new(0),
+            next_ticket: Cell::new(0),
+            serving: Cell::new(0),
+            abandoned: RefCell::new(BTreeSet::new()),
+            changed: Notify::new(),
+        }
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.get()
+    }
+
+    /// Waits for this caller's turn and for room, then holds `units` until `release`.
+    pub async fn acquire(&self, units: u64) {
+        let ticket = self.next_ticket.get();
+        self.next_ticket.set(ticket + 1);
+        let mut place = Place {
+            gate: self,
+            ticket,
+            admitted: false,
+        };
+        loop {
+            let seen = self.changed.generation();
+            self.skip_abandoned();
+            let room = self.used.get() == 0 || self.used.get() + units <= self.capacity;
+            if self.serving.get() == ticket && room {
+                self.used.set(self.used.get() + units);
+                self.serving.set(ticket + 1);
+                place.admitted = true;
+                self.changed.notify_all();
+                return;
+            }
+            self.changed.wait_past(seen).await;
+        }
+    }
+
+    pub fn release(&self, units: u64) {
+        debug_assert!(self.used.get() >= units);
+        self.used.set(self.used.get().saturating_sub(units));
+        self.changed.notify_all();
+    }
+
+    fn skip_abandoned(&self) {
+        let mut abandoned = self.abandoned.borrow_mut();
+        while abandoned.remove(&self.serving.get()) {
+            self.serving.set(self.serving.get() + 1);
+        }
+    }
+}
+
+/// A waiting caller's place in line; leaving it early lets the next caller through.
+struct Place<'a> {
+    gate: &'a FifoGate,
+    ticket: u64,
+    admitted: bool,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if !self.admitted {
+            self.gate.abandoned.borrow_mut().insert(self.ticket);
+            self.gate.changed.notify_all();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::rc::Rc;
     use std::time::Duration;
+
+    #[test]
+    fn the_gate_admits_in_order_and_skips_those_who_left() {
+        glommio::LocalExecutor::default().run(async {
+            let gate = Rc::new(FifoGate::new(10));
+            let order = Rc::new(RefCell::new(Vec::new()));
+            gate.acquire(10).await; // full
+            let waiters: Vec<_> = [8u64, 1, 5, 1]
+                .into_iter()
+                .enumerate()
+                .map(|(i, units)| {
+                    let gate = gate.clone();
+                    let order = order.clone();
+                    glommio::spawn_local(async move {
+                        gate.acquire(units).await;
+                        order.borrow_mut().push(i);
+                        glommio::timer::sleep(Duration::from_millis(1)).await;
+                        gate.release(units);
+                    })
+                })
+                .collect();
+            // One caller gives up while waiting.
+            let quitter = glommio::timer::timeout(Duration::from_millis(2), async {
+                gate.acquire(1).await;
+                Ok(())
+            });
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+            assert!(quitter.await.is_err());
+            gate.release(10);
+            for w in waiters {
+                w.await;
+            }
+            assert_eq!(*order.borrow(), vec![0, 1, 2, 3], "small requests do not overtake");
+            gate.acquire(50).await; // larger than the capacity: admitted when empty
+            assert_eq!(gate.used(), 50);
+        });
+    }
 
     #[test]
     fn waiters_wake_on_notify_and_leave_when_dropped() {

@@ -93,7 +93,7 @@ pub(crate) struct LogInner {
     /// Serialises leader-epoch checkpoint writes so the newest content lands last.
     epochs_lock: Semaphore,
     queue: RefCell<VecDeque<writer::PendingAppend>>,
-    queue_space: Rc<Semaphore>,
+    queue_space: Rc<crate::sync::FifoGate>,
     /// Wakes the writer task when an append is queued or the log closes.
     work: Notify,
     /// Wakes readers when the log end moves (append, truncation).

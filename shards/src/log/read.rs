@@ -203,6 +203,35 @@ impl super::Log {
     }
 }
 
+impl super::Log {
+    /// Calls `f` with the header of every batch from the one holding `from` to the log end,
+    /// reading headers only (rebuilding producer state on open).
+    pub async fn for_each_header(&self, from: i64, mut f: impl FnMut(&BatchHeader)) -> Result<()> {
+        let segments: Vec<(File, u64, u64)> = {
+            let st = self.inner.state.borrow();
+            st.segments
+                .iter()
+                .filter(|s| s.next_offset > from)
+                .map(|s| {
+                    let rel = s.relative(from.max(s.base_offset));
+                    (s.file.clone(), s.index.lookup(rel).1 as u64, s.size)
+                })
+                .collect()
+        };
+        for (file, start, size) in segments {
+            let mut walker = HeaderWalker::new(&file);
+            let mut pos = start;
+            while let Some(h) = walker.header_at(pos, size).await? {
+                if h.last_offset() >= from {
+                    f(&h);
+                }
+                pos += h.total_bytes() as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Finds the segment holding `from` and copies out what the read needs.
 fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> {
     let st = inner.state.borrow();

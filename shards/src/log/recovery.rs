@@ -99,7 +99,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         epochs: RefCell::new(epochs),
         epochs_lock: Semaphore::new(1),
         queue: RefCell::new(VecDeque::new()),
-        queue_space: Rc::new(Semaphore::new(super::QUEUED_BYTES_MAX as u64)),
+        queue_space: Rc::new(crate::sync::FifoGate::new(super::QUEUED_BYTES_MAX as u64)),
         work: Notify::new(),
         appended: Notify::new(),
         write_lock: Semaphore::new(1),

@@ -12,6 +12,7 @@ use crate::batch::{self, Stamp, STAMP_BYTES};
 use crate::config::IoMode;
 use crate::error::{Error, Result};
 use crate::types::now_ms;
+use crate::sync::FifoGate;
 use crate::uring::WriteChunk;
 use futures::channel::oneshot;
 use std::rc::Rc;
@@ -45,7 +46,19 @@ pub(crate) struct PendingAppend {
     numbering: Numbering,
     bytes: usize,
     done: oneshot::Sender<Result<AppendInfo>>,
-    _space: glommio::sync::StaticPermit,
+    _space: QueueSpace,
+}
+
+/// Queue room held by a pending append, given back once it is written (or failed).
+struct QueueSpace {
+    gate: Rc<FifoGate>,
+    units: u64,
+}
+
+impl Drop for QueueSpace {
+    fn drop(&mut self) {
+        self.gate.release(self.units);
+    }
 }
 
 impl super::Log {
@@ -67,11 +80,12 @@ impl super::Log {
         let inner = &self.inner;
         let bytes: usize = batches.iter().map(|b| b.bytes.len()).sum();
         let units = bytes.clamp(1, super::QUEUED_BYTES_MAX) as u64;
-        let space = inner
-            .queue_space
-            .acquire_static_permit(units)
-            .await
-            .map_err(|_| Error::Closed(inner.dir.clone()))?;
+        // In arrival order even when the queue is full, so appends keep the order they came in.
+        inner.queue_space.acquire(units).await;
+        let space = QueueSpace {
+            gate: inner.queue_space.clone(),
+            units,
+        };
         if inner.closed.get() {
             return Err(Error::Closed(inner.dir.clone()));
         }

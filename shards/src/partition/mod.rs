@@ -1,0 +1,255 @@
+//! A partition replica as its owner shard holds it: the log, the high watermark, the leader
+//! epoch, and idempotent producer state.
+//!
+//! Lives on: the shard that owns the partition (see the placement table); other shards reach
+//! it through the router. Nothing here is `Send`.
+
+pub mod producers;
+
+use crate::batch::BatchOrigin;
+use crate::error::{Error, Result};
+use crate::log::{AppendInfo, Log, LogOptions, ReadResult};
+use crate::sync::Notify;
+use crate::types::now_ms;
+use crate::uring;
+use bytes::Bytes;
+use producers::{OffsetSlot, ProducerTable, SequenceCheck};
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+const PRODUCER_SNAPSHOT_FILE: &str = "producer-state";
+
+pub struct Partition {
+    topic: Arc<str>,
+    index: i32,
+    log: Log,
+    /// Consumers read below it. On a single broker it follows the log end as writes complete.
+    high_watermark: Cell<i64>,
+    leader_epoch: Cell<i32>,
+    producers: RefCell<ProducerTable>,
+    /// Wakes long-polling fetches when the high watermark moves.
+    hw_moved: Notify,
+}
+
+impl Partition {
+    /// Opens the partition's log in `dir` and rebuilds its producer state.
+    pub async fn open(
+        dir: &Path,
+        topic: Arc<str>,
+        index: i32,
+        leader_epoch: i32,
+        options: LogOptions,
+    ) -> Result<Rc<Partition>> {
+        let log = Log::open(dir, options).await?;
+        let producers = load_producers(&log).await?;
+        let hw = log.log_end_offset();
+        Ok(Rc::new(Partition {
+            topic,
+            index,
+            log,
+            high_watermark: Cell::new(hw),
+            leader_epoch: Cell::new(leader_epoch),
+            producers: RefCell::new(producers),
+            hw_moved: Notify::new(),
+        }))
+    }
+
+    pub fn topic(&self) -> &Arc<str> {
+        &self.topic
+    }
+
+    pub fn index(&self) -> i32 {
+        self.index
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.get()
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.get()
+    }
+
+    pub fn producer_count(&self) -> usize {
+        self.producers.borrow().len()
+    }
+
+    /// Appends a producer's record set: validation, idempotence, write. A retried duplicate
+    /// is answered with the original offsets and not written again.
+    pub async fn produce(&self, records: &Bytes) -> Result<AppendInfo> {
+        let batches = self.log.validate(records, BatchOrigin::Client)?;
+        let now = now_ms();
+        let mut recorded: Vec<(i64, Rc<OffsetSlot>)> = Vec::new();
+        let mut duplicate = None;
+        {
+            let mut table = self.producers.borrow_mut();
+            for b in &batches {
+                let h = &b.header;
+                if !h.is_idempotent() {
+                    continue;
+                }
+                let refusal = match table.check(h) {
+                    SequenceCheck::Append => {
+                        recorded.push((h.producer_id, table.record(h, now)));
+                        continue;
+                    }
+                    SequenceCheck::Duplicate(slot) => {
+                        duplicate = Some(slot);
+                        break;
+                    }
+                    SequenceCheck::OutOfOrder { expected, got } => Error::OutOfOrderSequence {
+                        producer_id: h.producer_id,
+                        expected,
+                        got,
+                    },
+                    SequenceCheck::StaleEpoch { current, got } => Error::InvalidProducerEpoch {
+                        producer_id: h.producer_id,
+                        current,
+                        got,
+                    },
+                };
+                for (pid, slot) in recorded.drain(..) {
+                    slot.fail();
+                    table.forget(pid);
+                }
+                return Err(refusal);
+            }
+        }
+        if let Some(slot) = duplicate {
+            let (base_offset, last_offset) = slot.wait().await.ok_or_else(|| {
+                Error::Closed(self.log.dir().to_path_buf()) // the original write failed
+            })?;
+            return Ok(AppendInfo {
+                base_offset,
+                last_offset,
+                log_start_offset: self.log.log_start_offset(),
+            });
+        }
+        let counts: Vec<i64> = batches.iter().map(|b| b.header.offset_count()).collect();
+        let idempotent: Vec<bool> = batches.iter().map(|b| b.header.is_idempotent()).collect();
+        match self.log.append(batches, self.leader_epoch.get()).await {
+            Ok(info) => {
+                let mut base = info.base_offset;
+                let mut slots = recorded.iter();
+                for (count, is_idem) in counts.iter().zip(idempotent) {
+                    if is_idem {
+                        if let Some((_, slot)) = slots.next() {
+                            slot.set(base, base + count - 1);
+                        }
+                    }
+                    base += count;
+                }
+                self.advance_high_watermark(self.log.log_end_offset());
+                Ok(info)
+            }
+            Err(e) => {
+                let mut table = self.producers.borrow_mut();
+                for (pid, slot) in recorded {
+                    slot.fail();
+                    table.forget(pid);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn advance_high_watermark(&self, to: i64) {
+        if to > self.high_watermark.get() {
+            self.high_watermark.set(to);
+            self.hw_moved.notify_all();
+        }
+    }
+
+    /// What a consumer may read from `offset`: whole batches below the high watermark.
+    pub async fn fetch(&self, offset: i64, max_bytes: usize) -> Result<ReadResult> {
+        self.log
+            .read(offset, max_bytes, self.high_watermark.get())
+            .await
+    }
+
+    /// Waits until the high watermark passes `offset` or `timeout` elapses; true if it did.
+    pub async fn wait_for_data(&self, offset: i64, timeout: Duration) -> bool {
+        let wait = async {
+            loop {
+                let seen = self.hw_moved.generation();
+                if self.high_watermark.get() > offset {
+                    return;
+                }
+                self.hw_moved.wait_past(seen).await;
+            }
+        };
+        glommio::timer::timeout(timeout, async {
+            wait.await;
+            Ok(())
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Periodic duties: flush and checkpoint when due (then the producer snapshot), retention.
+    pub async fn maintain(&self, checkpoint_interval_ms: i64) -> Result<()> {
+        if self.log.flush_if_due(checkpoint_interval_ms).await? {
+            self.store_producers().await?;
+        }
+        Ok(())
+    }
+
+    /// fdatasync, recovery point, producer snapshot.
+    pub async fn checkpoint(&self) -> Result<()> {
+        self.log.flush().await?;
+        self.store_producers().await
+    }
+
+    async fn store_producers(&self) -> Result<()> {
+        let bytes = {
+            let mut table = self.producers.borrow_mut();
+            table.expire(now_ms());
+            table.encode(self.log.log_end_offset())
+        };
+        let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        uring::write_atomically(&path, bytes)
+            .await
+            .map_err(|e| Error::io("write producer state", &path, e))
+    }
+
+    /// Flushes, snapshots and closes the log.
+    pub async fn close(&self) -> Result<()> {
+        self.log.close().await?;
+        self.store_producers().await
+    }
+}
+
+/// The producer snapshot, then every batch header after the offset it covers.
+async fn load_producers(log: &Log) -> Result<ProducerTable> {
+    let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
+    let snapshot = match uring::File::open_read(&path).await {
+        Ok(f) => {
+            let size = f.size().map_err(|e| Error::io("stat", &path, e))?;
+            let bytes = f
+                .read_at(0, size as usize)
+                .await
+                .map_err(|e| Error::io("read", &path, e))?;
+            ProducerTable::decode(&bytes)
+        }
+        Err(_) => None,
+    };
+    let end = log.log_end_offset();
+    let start = log.log_start_offset();
+    let (mut table, from) = match snapshot {
+        Some((t, below)) if below <= end && below >= start => (t, below),
+        _ => (ProducerTable::default(), start),
+    };
+    let now = now_ms();
+    log.for_each_header(from, |h| table.replay(h, now)).await?;
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests;
