@@ -30,10 +30,12 @@ pub struct Endpoints<S: 'static> {
 
 /// Creates the channels between `shards` shards, each holding up to `capacity` calls in flight.
 pub fn mesh<S: 'static>(shards: usize, capacity: usize) -> Vec<Endpoints<S>> {
-    let mut senders: Vec<Vec<Option<SharedSender<Job<S>>>>> =
-        (0..shards).map(|_| (0..shards).map(|_| None).collect()).collect();
-    let mut receivers: Vec<Vec<Option<SharedReceiver<Job<S>>>>> =
-        (0..shards).map(|_| (0..shards).map(|_| None).collect()).collect();
+    let mut senders: Vec<Vec<Option<SharedSender<Job<S>>>>> = (0..shards)
+        .map(|_| (0..shards).map(|_| None).collect())
+        .collect();
+    let mut receivers: Vec<Vec<Option<SharedReceiver<Job<S>>>>> = (0..shards)
+        .map(|_| (0..shards).map(|_| None).collect())
+        .collect();
     for from in 0..shards {
         for to in 0..shards {
             if from != to {

@@ -230,7 +230,11 @@ mod tests {
             for w in waiters {
                 w.await;
             }
-            assert_eq!(*order.borrow(), vec![0, 1, 2, 3], "small requests do not overtake");
+            assert_eq!(
+                *order.borrow(),
+                vec![0, 1, 2, 3],
+                "small requests do not overtake"
+            );
             gate.acquire(50).await; // larger than the capacity: admitted when empty
             assert_eq!(gate.used(), 50);
         });

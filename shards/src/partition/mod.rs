@@ -83,7 +83,7 @@ impl Partition {
 
     /// Appends a producer's record set: validation, idempotence, write. A retried duplicate
     /// is answered with the original offsets and not written again.
-    pub async fn produce(&self, records: &Bytes) -> Result<AppendInfo> {
+    pub async fn produce(self: &Rc<Self>, records: &Bytes) -> Result<AppendInfo> {
         let batches = self.log.validate(records, BatchOrigin::Client)?;
         let now = now_ms();
         let mut recorded: Vec<(i64, Rc<OffsetSlot>)> = Vec::new();
@@ -132,14 +132,35 @@ impl Partition {
                 log_start_offset: self.log.log_start_offset(),
             });
         }
-        let counts: Vec<i64> = batches.iter().map(|b| b.header.offset_count()).collect();
-        let idempotent: Vec<bool> = batches.iter().map(|b| b.header.is_idempotent()).collect();
+        // The write and its bookkeeping run in their own task: a caller that goes away (a
+        // closed connection) must not leave a queued batch's producer state half updated.
+        let (done, result) = futures::channel::oneshot::channel();
+        let this = self.clone();
+        glommio::spawn_local(async move {
+            let outcome = this.append_and_record(batches, recorded).await;
+            let _ = done.send(outcome);
+        })
+        .detach();
+        result
+            .await
+            .map_err(|_| Error::Closed(self.log.dir().to_path_buf()))?
+    }
+
+    async fn append_and_record(
+        &self,
+        batches: Vec<crate::log::ValidBatch>,
+        recorded: Vec<(i64, Rc<OffsetSlot>)>,
+    ) -> Result<AppendInfo> {
+        let counts: Vec<(i64, bool)> = batches
+            .iter()
+            .map(|b| (b.header.offset_count(), b.header.is_idempotent()))
+            .collect();
         match self.log.append(batches, self.leader_epoch.get()).await {
             Ok(info) => {
                 let mut base = info.base_offset;
                 let mut slots = recorded.iter();
-                for (count, is_idem) in counts.iter().zip(idempotent) {
-                    if is_idem {
+                for (count, idempotent) in counts {
+                    if idempotent {
                         if let Some((_, slot)) = slots.next() {
                             slot.set(base, base + count - 1);
                         }

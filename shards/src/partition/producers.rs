@@ -85,8 +85,14 @@ pub enum SequenceCheck {
     Append,
     /// Already written (or being written): answer with these offsets.
     Duplicate(Rc<OffsetSlot>),
-    OutOfOrder { expected: i32, got: i32 },
-    StaleEpoch { current: i16, got: i16 },
+    OutOfOrder {
+        expected: i32,
+        got: i32,
+    },
+    StaleEpoch {
+        current: i16,
+        got: i16,
+    },
 }
 
 #[derive(Default)]
@@ -137,10 +143,12 @@ impl ProducerTable {
             return SequenceCheck::Duplicate(dup.slot.clone());
         }
         match entry.batches.back() {
-            Some(latest) if !follows(latest.last_seq, h.base_sequence) => SequenceCheck::OutOfOrder {
-                expected: latest.last_seq.wrapping_add(1),
-                got: h.base_sequence,
-            },
+            Some(latest) if !follows(latest.last_seq, h.base_sequence) => {
+                SequenceCheck::OutOfOrder {
+                    expected: latest.last_seq.wrapping_add(1),
+                    got: h.base_sequence,
+                }
+            }
             _ => SequenceCheck::Append,
         }
     }
@@ -220,7 +228,12 @@ impl ProducerTable {
             if written.is_empty() {
                 continue;
             }
-            out.push_str(&format!("{pid} {} {} {}", e.epoch, e.last_seen_ms, written.len()));
+            out.push_str(&format!(
+                "{pid} {} {} {}",
+                e.epoch,
+                e.last_seen_ms,
+                written.len()
+            ));
             for (f, l, b, o) in written {
                 out.push_str(&format!(" {f} {l} {b} {o}"));
             }
@@ -296,21 +309,39 @@ mod tests {
     fn sequences_duplicates_gaps_and_epochs() {
         let mut t = ProducerTable::default();
         let a = header(7, 0, 0, 5);
-        assert!(matches!(t.check(&a), SequenceCheck::Append), "no state: any start");
+        assert!(
+            matches!(t.check(&a), SequenceCheck::Append),
+            "no state: any start"
+        );
         t.record(&a, 1).set(0, 4);
         assert!(matches!(t.check(&a), SequenceCheck::Duplicate(_)));
         assert!(matches!(
             t.check(&header(7, 0, 6, 1)),
-            SequenceCheck::OutOfOrder { expected: 5, got: 6 }
+            SequenceCheck::OutOfOrder {
+                expected: 5,
+                got: 6
+            }
         ));
         let b = header(7, 0, 5, 2);
         assert!(matches!(t.check(&b), SequenceCheck::Append));
         t.record(&b, 2);
-        assert!(matches!(t.check(&header(7, 0, 7, 1)), SequenceCheck::Append), "follows a pending batch");
-        assert!(matches!(t.check(&header(7, 1, 3, 1)), SequenceCheck::OutOfOrder { .. }));
-        assert!(matches!(t.check(&header(7, 1, 0, 1)), SequenceCheck::Append));
+        assert!(
+            matches!(t.check(&header(7, 0, 7, 1)), SequenceCheck::Append),
+            "follows a pending batch"
+        );
+        assert!(matches!(
+            t.check(&header(7, 1, 3, 1)),
+            SequenceCheck::OutOfOrder { .. }
+        ));
+        assert!(matches!(
+            t.check(&header(7, 1, 0, 1)),
+            SequenceCheck::Append
+        ));
         t.record(&header(7, 1, 0, 1), 3);
-        assert!(matches!(t.check(&header(7, 0, 7, 1)), SequenceCheck::StaleEpoch { .. }));
+        assert!(matches!(
+            t.check(&header(7, 0, 7, 1)),
+            SequenceCheck::StaleEpoch { .. }
+        ));
     }
 
     #[test]
@@ -318,7 +349,10 @@ mod tests {
         let mut t = ProducerTable::default();
         let h = header(1, 0, i32::MAX, 1);
         t.record(&h, 0);
-        assert!(matches!(t.check(&header(1, 0, 0, 1)), SequenceCheck::Append));
+        assert!(matches!(
+            t.check(&header(1, 0, 0, 1)),
+            SequenceCheck::Append
+        ));
     }
 
     #[test]
@@ -327,8 +361,14 @@ mod tests {
         for i in 0..7 {
             t.record(&header(3, 0, i, 1), 0).set(i as i64, i as i64);
         }
-        assert!(matches!(t.check(&header(3, 0, 6, 1)), SequenceCheck::Duplicate(_)));
-        assert!(matches!(t.check(&header(3, 0, 1, 1)), SequenceCheck::OutOfOrder { .. }));
+        assert!(matches!(
+            t.check(&header(3, 0, 6, 1)),
+            SequenceCheck::Duplicate(_)
+        ));
+        assert!(matches!(
+            t.check(&header(3, 0, 1, 1)),
+            SequenceCheck::OutOfOrder { .. }
+        ));
     }
 
     #[test]
@@ -339,8 +379,14 @@ mod tests {
         let bytes = t.encode(13);
         let (back, below) = ProducerTable::decode(&bytes).unwrap();
         assert_eq!(below, 13);
-        assert!(matches!(back.check(&header(9, 2, 0, 3)), SequenceCheck::Duplicate(_)));
-        assert!(matches!(back.check(&header(9, 2, 3, 1)), SequenceCheck::Append));
+        assert!(matches!(
+            back.check(&header(9, 2, 0, 3)),
+            SequenceCheck::Duplicate(_)
+        ));
+        assert!(matches!(
+            back.check(&header(9, 2, 3, 1)),
+            SequenceCheck::Append
+        ));
         assert!(ProducerTable::decode(b"0\n5\n1 2 3 2 0 0 0\n").is_none());
     }
 }

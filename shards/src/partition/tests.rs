@@ -59,7 +59,11 @@ fn duplicates_are_acknowledged_once_and_gaps_refused_across_restarts() {
             assert_eq!(p.log().log_end_offset(), 3);
             assert!(matches!(
                 p.produce(&idempotent(5, 0, 7, 1)).await,
-                Err(Error::OutOfOrderSequence { expected: 3, got: 7, .. })
+                Err(Error::OutOfOrderSequence {
+                    expected: 3,
+                    got: 7,
+                    ..
+                })
             ));
             p.produce(&idempotent(5, 0, 3, 2)).await.unwrap();
             p.close().await.unwrap();
@@ -73,15 +77,24 @@ fn duplicates_are_acknowledged_once_and_gaps_refused_across_restarts() {
             p.produce(&idempotent(5, 0, 5, 1)).await.unwrap();
             drop(p); // no close: the snapshot is older than the log end
             let p = open(&path, mode).await;
-            assert_eq!(p.produce(&idempotent(5, 0, 5, 1)).await.unwrap().base_offset, 5);
+            assert_eq!(
+                p.produce(&idempotent(5, 0, 5, 1))
+                    .await
+                    .unwrap()
+                    .base_offset,
+                5
+            );
             assert!(matches!(
                 p.produce(&idempotent(5, 0, 9, 1)).await,
                 Err(Error::OutOfOrderSequence { expected: 6, .. })
             ));
-            assert!(matches!(
-                p.produce(&idempotent(9, 0, 17, 1)).await,
-                Ok(AppendInfo { base_offset: 6, .. })
-            ), "an unknown producer may start anywhere");
+            assert!(
+                matches!(
+                    p.produce(&idempotent(9, 0, 17, 1)).await,
+                    Ok(AppendInfo { base_offset: 6, .. })
+                ),
+                "an unknown producer may start anywhere"
+            );
             p.close().await.unwrap();
         });
     }
@@ -112,13 +125,18 @@ fn long_polls_wake_when_data_arrives() {
     let path = dir.path().join("t-0");
     run(|| async move {
         let p = open(&path, IoMode::Buffered).await;
-        assert!(!p.wait_for_data(0, Duration::from_millis(20)).await, "times out when idle");
+        assert!(
+            !p.wait_for_data(0, Duration::from_millis(20)).await,
+            "times out when idle"
+        );
         let waiter = {
             let p = p.clone();
             glommio::spawn_local(async move { p.wait_for_data(0, Duration::from_secs(10)).await })
         };
         glommio::timer::sleep(Duration::from_millis(5)).await;
-        p.produce(&idempotent(-1, -1, -1, 1)).await.unwrap_or_else(|_| unreachable!());
+        p.produce(&idempotent(-1, -1, -1, 1))
+            .await
+            .unwrap_or_else(|_| unreachable!());
         assert!(waiter.await);
         p.close().await.unwrap();
     });

@@ -12,6 +12,7 @@
 
 mod file;
 mod ops;
+pub mod socket;
 
 pub use file::{mkdir, rename, sync_dir, unlink, write_atomically, File};
 pub use ops::{splice, WriteChunk};

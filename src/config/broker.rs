@@ -1,0 +1,326 @@
+//! Broker-wide settings under Kafka's names, each with its default, bounds and meaning.
+
+use super::ConfigError;
+use ferrite_shards::LogConfig;
+
+/// One broker setting: Kafka name, meaning, default, bounds (integers) or choices.
+pub struct BrokerKey {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub default: &'static str,
+    pub min: i64,
+    pub max: i64,
+}
+
+const fn key(
+    name: &'static str,
+    doc: &'static str,
+    default: &'static str,
+    min: i64,
+    max: i64,
+) -> BrokerKey {
+    BrokerKey {
+        name,
+        doc,
+        default,
+        min,
+        max,
+    }
+}
+
+const I32_MAX: i64 = i32::MAX as i64;
+
+/// Every broker setting, in DescribeConfigs order. Booleans have bounds 0..1.
+pub const BROKER_KEYS: &[BrokerKey] = &[
+    key(
+        "auto.create.topics.enable",
+        "create a topic when a client asks for one that does not exist",
+        "true",
+        0,
+        1,
+    ),
+    key(
+        "connections.max.idle.ms",
+        "close connections idle this long",
+        "600000",
+        1000,
+        I32_MAX,
+    ),
+    key(
+        "default.replication.factor",
+        "replication factor of auto-created topics",
+        "1",
+        1,
+        32767,
+    ),
+    key(
+        "fetch.zero.copy.enable",
+        "Ferrite: splice fetched file ranges to the socket instead of copying",
+        "true",
+        0,
+        1,
+    ),
+    key(
+        "log.cleanup.policy",
+        "default cleanup.policy",
+        "delete",
+        0,
+        0,
+    ),
+    key(
+        "log.flush.interval.messages",
+        "default flush.messages",
+        "9223372036854775807",
+        1,
+        i64::MAX,
+    ),
+    key(
+        "log.flush.interval.ms",
+        "default flush.ms",
+        "9223372036854775807",
+        0,
+        i64::MAX,
+    ),
+    key(
+        "log.index.interval.bytes",
+        "default index.interval.bytes",
+        "4096",
+        0,
+        I32_MAX,
+    ),
+    key(
+        "log.recovery.checkpoint.interval.ms",
+        "Ferrite: fdatasync and move the recovery point at least this often while data arrives",
+        "1000",
+        10,
+        3_600_000,
+    ),
+    key(
+        "log.retention.bytes",
+        "default retention.bytes",
+        "-1",
+        -1,
+        i64::MAX,
+    ),
+    key(
+        "log.retention.check.interval.ms",
+        "how often retention runs",
+        "300000",
+        100,
+        I32_MAX,
+    ),
+    key(
+        "log.retention.ms",
+        "default retention.ms",
+        "604800000",
+        -1,
+        i64::MAX,
+    ),
+    key(
+        "log.roll.ms",
+        "default segment.ms",
+        "604800000",
+        1,
+        i64::MAX,
+    ),
+    key(
+        "log.segment.bytes",
+        "default segment.bytes",
+        "1073741824",
+        1024,
+        I32_MAX,
+    ),
+    key(
+        "message.max.bytes",
+        "default max.message.bytes",
+        "1048588",
+        0,
+        I32_MAX,
+    ),
+    key(
+        "min.insync.replicas",
+        "default min.insync.replicas",
+        "1",
+        1,
+        32767,
+    ),
+    key(
+        "num.partitions",
+        "partitions of auto-created topics",
+        "1",
+        1,
+        100_000,
+    ),
+    key(
+        "socket.request.max.bytes",
+        "largest request frame; larger ones close the connection",
+        "104857600",
+        1024,
+        I32_MAX,
+    ),
+];
+
+/// Values of the broker settings, parsed.
+#[derive(Clone, Debug)]
+pub struct BrokerSettings {
+    pub auto_create_topics: bool,
+    pub connections_max_idle_ms: i64,
+    pub default_replication_factor: i16,
+    pub fetch_zero_copy: bool,
+    pub min_insync_replicas: i32,
+    pub num_partitions: i32,
+    pub recovery_checkpoint_interval_ms: i64,
+    pub retention_check_interval_ms: i64,
+    pub socket_request_max_bytes: usize,
+    /// Defaults for topic-level log settings.
+    pub log: LogConfig,
+    /// Names set explicitly (tuning file), reported as STATIC_BROKER_CONFIG.
+    pub explicit: Vec<String>,
+    values: Vec<(&'static str, String)>,
+}
+
+impl Default for BrokerSettings {
+    fn default() -> Self {
+        let mut s = BrokerSettings {
+            auto_create_topics: true,
+            connections_max_idle_ms: 600_000,
+            default_replication_factor: 1,
+            fetch_zero_copy: true,
+            min_insync_replicas: 1,
+            num_partitions: 1,
+            recovery_checkpoint_interval_ms: 1000,
+            retention_check_interval_ms: 300_000,
+            socket_request_max_bytes: 104_857_600,
+            log: LogConfig::default(),
+            explicit: Vec::new(),
+            values: BROKER_KEYS
+                .iter()
+                .map(|k| (k.name, k.default.to_string()))
+                .collect(),
+        };
+        for k in BROKER_KEYS {
+            s.apply(k.name, k.default).expect("defaults are valid");
+        }
+        s
+    }
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::Field {
+            field: name.to_string(),
+            message: format!("{value:?} is not true or false"),
+        }),
+    }
+}
+
+impl BrokerSettings {
+    /// Sets `name` (Kafka's name) to `value`, checking its bounds.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        self.apply(name, value)?;
+        if !self.explicit.iter().any(|n| n == name) {
+            self.explicit.push(name.to_string());
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let key =
+            BROKER_KEYS
+                .iter()
+                .find(|k| k.name == name)
+                .ok_or_else(|| ConfigError::Field {
+                    field: name.to_string(),
+                    message: "unknown broker setting".to_string(),
+                })?;
+        let bad = |message: String| ConfigError::Field {
+            field: name.to_string(),
+            message,
+        };
+        let int = || -> Result<i64, ConfigError> {
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("{value:?} is not an integer")))?;
+            if v < key.min || v > key.max {
+                return Err(bad(format!("{v} is outside [{}, {}]", key.min, key.max)));
+            }
+            Ok(v)
+        };
+        let log_key = |log: &mut LogConfig, topic_name: &str| {
+            log.set(topic_name, value).map_err(|e| bad(e.to_string()))
+        };
+        match name {
+            "auto.create.topics.enable" => self.auto_create_topics = parse_bool(name, value)?,
+            "connections.max.idle.ms" => self.connections_max_idle_ms = int()?,
+            "default.replication.factor" => self.default_replication_factor = int()? as i16,
+            "fetch.zero.copy.enable" => self.fetch_zero_copy = parse_bool(name, value)?,
+            "log.cleanup.policy" => log_key(&mut self.log, "cleanup.policy")?,
+            "log.flush.interval.messages" => log_key(&mut self.log, "flush.messages")?,
+            "log.flush.interval.ms" => log_key(&mut self.log, "flush.ms")?,
+            "log.index.interval.bytes" => log_key(&mut self.log, "index.interval.bytes")?,
+            "log.recovery.checkpoint.interval.ms" => self.recovery_checkpoint_interval_ms = int()?,
+            "log.retention.bytes" => log_key(&mut self.log, "retention.bytes")?,
+            "log.retention.check.interval.ms" => self.retention_check_interval_ms = int()?,
+            "log.retention.ms" => log_key(&mut self.log, "retention.ms")?,
+            "log.roll.ms" => log_key(&mut self.log, "segment.ms")?,
+            "log.segment.bytes" => log_key(&mut self.log, "segment.bytes")?,
+            "message.max.bytes" => log_key(&mut self.log, "max.message.bytes")?,
+            "min.insync.replicas" => self.min_insync_replicas = int()? as i32,
+            "num.partitions" => self.num_partitions = int()? as i32,
+            "socket.request.max.bytes" => self.socket_request_max_bytes = int()? as usize,
+            other => unreachable!("{other} is in BROKER_KEYS but not handled"),
+        }
+        if let Some(slot) = self.values.iter_mut().find(|(n, _)| *n == name) {
+            slot.1 = value.trim().to_string();
+        }
+        Ok(())
+    }
+
+    /// Every setting with its current value, for DescribeConfigs on the broker.
+    pub fn entries(&self) -> &[(&'static str, String)] {
+        &self.values
+    }
+
+    /// The broker setting a topic config falls back to, if any.
+    pub fn synonym_of(topic_config: &str) -> Option<&'static str> {
+        Some(match topic_config {
+            "cleanup.policy" => "log.cleanup.policy",
+            "flush.messages" => "log.flush.interval.messages",
+            "flush.ms" => "log.flush.interval.ms",
+            "index.interval.bytes" => "log.index.interval.bytes",
+            "retention.bytes" => "log.retention.bytes",
+            "retention.ms" => "log.retention.ms",
+            "segment.ms" => "log.roll.ms",
+            "segment.bytes" => "log.segment.bytes",
+            "max.message.bytes" => "message.max.bytes",
+            "min.insync.replicas" => "min.insync.replicas",
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse_and_bounds_are_checked() {
+        let mut s = BrokerSettings::default();
+        assert_eq!(s.num_partitions, 1);
+        assert_eq!(s.log.retention_ms, 604_800_000);
+        s.set("num.partitions", "8").unwrap();
+        s.set("log.retention.ms", "1000").unwrap();
+        assert_eq!((s.num_partitions, s.log.retention_ms), (8, 1000));
+        assert!(s.set("num.partitions", "0").is_err());
+        assert!(s.set("auto.create.topics.enable", "yes").is_err());
+        assert!(s.set("no.such.thing", "1").is_err());
+        assert_eq!(s.explicit, vec!["num.partitions", "log.retention.ms"]);
+        assert!(s
+            .entries()
+            .iter()
+            .any(|(n, v)| *n == "num.partitions" && v == "8"));
+    }
+}

@@ -1,0 +1,76 @@
+//! The broker's configuration: the tuning file (`tuning/*.toml`), then the command line over it.
+//!
+//! Two kinds of settings. Per-core settings (which cores run shards, I/O mode, memory and queue
+//! bounds) live in `[shards]`, with `[core.N]` overrides. Broker and log defaults use Kafka's own
+//! names (`num.partitions`, `log.retention.ms`, ...) under `[broker]`; topic-level configs fall
+//! back to the `log.*` ones.
+
+mod broker;
+mod tuning;
+
+pub use broker::{BrokerSettings, BROKER_KEYS};
+pub use tuning::{ShardSettings, TuningFile};
+
+use ferrite_shards::IoMode;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// A setting that cannot be used, with where it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+/// What `ferrite serve` runs with.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    pub listen: SocketAddr,
+    /// Host and port clients are told to connect to (Metadata).
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub data_dir: PathBuf,
+    /// CPUs that run a shard each, in shard order.
+    pub cores: Vec<usize>,
+    pub node_id: i32,
+    pub zookeeper: Option<String>,
+    /// Per-shard settings, indexed by shard.
+    pub shards: Vec<ShardSettings>,
+    pub broker: BrokerSettings,
+}
+
+impl BrokerConfig {
+    pub fn shard(&self, shard: usize) -> &ShardSettings {
+        &self.shards[shard]
+    }
+
+    pub fn io_mode(&self, shard: usize) -> IoMode {
+        self.shards[shard].io_mode
+    }
+}
+
+/// CPUs this process may run on, ascending.
+pub fn online_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the zeroed set we own.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            == 0;
+    let cpus: Vec<usize> = if ok {
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        (0..n).collect()
+    } else {
+        cpus
+    }
+}

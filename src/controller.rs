@@ -1,0 +1,331 @@
+//! The controller of a single broker: it alone changes the metadata.
+//!
+//! Runs on shard 0; other shards call it through the router. Each change is validated against
+//! the current snapshot, written to `meta/` (durably) and then published to every shard, which
+//! opens or removes its partitions before the change is acknowledged. Changes are serialised.
+//! Producer ids for idempotent producers are handed out here too, reserved in blocks on disk so
+//! an id is never given twice across restarts.
+
+use crate::metadata::{
+    collides, random_id, store, topic_config, validate_topic_name, ClusterMetadata, PartitionInfo,
+    TopicInfo,
+};
+use crate::server::shard::Shard;
+use ferrite_shards::placement::assign_balanced;
+use glommio::sync::Semaphore;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Why a topic change was refused; each is one Kafka error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicError {
+    AlreadyExists,
+    UnknownTopic,
+    InvalidName(String),
+    InvalidPartitions(String),
+    InvalidReplicationFactor(String),
+    InvalidConfig(String),
+    InvalidRequest(String),
+    Storage(String),
+}
+
+impl TopicError {
+    pub fn code(&self) -> i16 {
+        match self {
+            TopicError::AlreadyExists => 36,
+            TopicError::UnknownTopic => 3,
+            TopicError::InvalidName(_) => 17,
+            TopicError::InvalidPartitions(_) => 37,
+            TopicError::InvalidReplicationFactor(_) => 38,
+            TopicError::InvalidConfig(_) => 40,
+            TopicError::InvalidRequest(_) => 42,
+            TopicError::Storage(_) => 56,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            TopicError::AlreadyExists => "Topic already exists.".into(),
+            TopicError::UnknownTopic => "This server does not host this topic.".into(),
+            TopicError::InvalidName(m)
+            | TopicError::InvalidPartitions(m)
+            | TopicError::InvalidReplicationFactor(m)
+            | TopicError::InvalidConfig(m)
+            | TopicError::InvalidRequest(m)
+            | TopicError::Storage(m) => m.clone(),
+        }
+    }
+}
+
+/// A topic to create, as asked (-1 means the broker default).
+#[derive(Clone, Debug)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub struct Controller {
+    lock: Semaphore,
+    next_producer_id: Cell<i64>,
+    producer_ids_reserved_below: Cell<i64>,
+}
+
+impl Controller {
+    pub fn new(producer_ids_reserved_below: i64) -> Controller {
+        Controller {
+            lock: Semaphore::new(1),
+            // Ids below the reservation may have been handed out before a restart.
+            next_producer_id: Cell::new(producer_ids_reserved_below),
+            producer_ids_reserved_below: Cell::new(producer_ids_reserved_below),
+        }
+    }
+}
+
+fn the_controller(shard: &Shard) -> &Controller {
+    shard
+        .controller
+        .as_ref()
+        .expect("controller duties run on shard 0")
+}
+
+/// Checks a new topic against the snapshot and fills in defaults.
+fn check_new_topic(
+    shard: &Shard,
+    metadata: &ClusterMetadata,
+    t: &NewTopic,
+) -> Result<NewTopic, TopicError> {
+    validate_topic_name(&t.name).map_err(TopicError::InvalidName)?;
+    if metadata.topic(&t.name).is_some() {
+        return Err(TopicError::AlreadyExists);
+    }
+    if let Some(other) = metadata.topics.keys().find(|n| collides(n, &t.name)) {
+        return Err(TopicError::InvalidName(format!(
+            "Topic '{}' collides with existing topic: {other}",
+            t.name
+        )));
+    }
+    let broker = &shard.config.broker;
+    let partitions = match t.partitions {
+        -1 => broker.num_partitions,
+        n if n >= 1 && n <= 100_000 => n,
+        n => {
+            return Err(TopicError::InvalidPartitions(format!(
+                "Number of partitions must be larger than 0 (got {n})."
+            )))
+        }
+    };
+    let replication_factor = match t.replication_factor {
+        -1 => broker.default_replication_factor,
+        n => n,
+    };
+    let brokers = metadata.brokers.len() as i16;
+    if replication_factor < 1 || replication_factor > brokers {
+        return Err(TopicError::InvalidReplicationFactor(format!(
+            "Replication factor: {replication_factor} larger than available brokers: {brokers}."
+        )));
+    }
+    for (k, v) in &t.configs {
+        topic_config::validate(k, v).map_err(TopicError::InvalidConfig)?;
+    }
+    Ok(NewTopic {
+        name: t.name.clone(),
+        partitions,
+        replication_factor,
+        configs: t.configs.clone(),
+    })
+}
+
+/// Publishes `metadata` to every shard and waits until each has opened or removed partitions.
+async fn publish(shard: &Shard, metadata: ClusterMetadata) -> Result<(), TopicError> {
+    let metadata = Arc::new(metadata);
+    let results = shard
+        .router()
+        .broadcast(move |s: Rc<Shard>| {
+            let metadata = metadata.clone();
+            Box::pin(async move { s.install_metadata(metadata).await })
+        })
+        .await;
+    for r in results {
+        match r {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(TopicError::Storage(e)),
+            None => return Err(TopicError::Storage("a shard has stopped".into())),
+        }
+    }
+    Ok(())
+}
+
+/// Creates topics (CreateTopics, auto-creation). With `validate_only` nothing changes.
+pub async fn create_topics(
+    shard: &Shard,
+    topics: Vec<NewTopic>,
+    validate_only: bool,
+) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let current = shard.metadata();
+    let mut next = (*current).clone();
+    let mut counts = current.partitions_per_shard(shard.router().shard_count());
+    let node = current.controller_id;
+    let mut results = Vec::with_capacity(topics.len());
+    for t in topics {
+        let checked = check_new_topic(shard, &next, &t);
+        let result = match checked {
+            Err(e) => Err(e),
+            Ok(t) => {
+                let shards = assign_balanced(&mut counts, t.partitions as usize);
+                let info = Arc::new(TopicInfo {
+                    name: t.name.clone(),
+                    id: random_id(),
+                    partitions: shards
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, s)| PartitionInfo {
+                            index: i as i32,
+                            shard: s,
+                            leader: node,
+                            leader_epoch: 0,
+                            replicas: vec![node],
+                            isr: vec![node],
+                        })
+                        .collect(),
+                    configs: t.configs,
+                });
+                if validate_only {
+                    Ok(info)
+                } else {
+                    match store::save_topic(&shard.config.data_dir, &info).await {
+                        Ok(()) => {
+                            next.topics.insert(info.name.clone(), info.clone());
+                            Ok(info)
+                        }
+                        Err(e) => Err(TopicError::Storage(e.to_string())),
+                    }
+                }
+            }
+        };
+        results.push((t.name, result));
+    }
+    if !validate_only && results.iter().any(|(_, r)| r.is_ok()) {
+        if let Err(e) = publish(shard, next).await {
+            for (_, r) in results.iter_mut() {
+                if r.is_ok() {
+                    *r = Err(e.clone());
+                }
+            }
+        } else {
+            for (name, r) in &results {
+                if let Ok(t) = r {
+                    tracing::info!(topic = %name, partitions = t.partitions.len(), "topic created");
+                }
+            }
+        }
+    }
+    results
+}
+
+/// Deletes topics and their data.
+pub async fn delete_topics(
+    shard: &Shard,
+    names: Vec<String>,
+) -> Vec<(String, Result<(), TopicError>)> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let mut next = (*shard.metadata()).clone();
+    let mut results = Vec::with_capacity(names.len());
+    for name in names {
+        let result = if next.topics.remove(&name).is_none() {
+            Err(TopicError::UnknownTopic)
+        } else {
+            store::remove_topic(&shard.config.data_dir, &name)
+                .await
+                .map_err(|e| TopicError::Storage(e.to_string()))
+        };
+        results.push((name, result));
+    }
+    if results.iter().any(|(_, r)| r.is_ok()) {
+        let published = publish(shard, next).await;
+        for (name, r) in results.iter_mut() {
+            if r.is_ok() {
+                match &published {
+                    Ok(()) => tracing::info!(topic = %name, "topic deleted"),
+                    Err(e) => *r = Err(e.clone()),
+                }
+            }
+        }
+    }
+    results
+}
+
+/// Grows a topic to `count` partitions (CreatePartitions).
+pub async fn create_partitions(
+    shard: &Shard,
+    name: &str,
+    count: i32,
+    validate_only: bool,
+) -> Result<(), TopicError> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let current = shard.metadata();
+    let topic = current.topic(name).ok_or(TopicError::UnknownTopic)?;
+    let have = topic.partitions.len() as i32;
+    if count <= have {
+        return Err(TopicError::InvalidPartitions(format!(
+            "Topic currently has {have} partitions, which is higher than or equal to the requested {count}."
+        )));
+    }
+    if count > 100_000 {
+        return Err(TopicError::InvalidPartitions(format!(
+            "{count} partitions is more than 100000."
+        )));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let mut counts = current.partitions_per_shard(shard.router().shard_count());
+    let node = current.controller_id;
+    let mut grown = (**topic).clone();
+    for s in assign_balanced(&mut counts, (count - have) as usize) {
+        let index = grown.partitions.len() as i32;
+        grown.partitions.push(PartitionInfo {
+            index,
+            shard: s,
+            leader: node,
+            leader_epoch: 0,
+            replicas: vec![node],
+            isr: vec![node],
+        });
+    }
+    store::save_topic(&shard.config.data_dir, &grown)
+        .await
+        .map_err(|e| TopicError::Storage(e.to_string()))?;
+    let mut next = (*current).clone();
+    next.topics.insert(name.to_string(), Arc::new(grown));
+    publish(shard, next).await?;
+    tracing::info!(topic = %name, partitions = count, "partitions added");
+    Ok(())
+}
+
+/// A producer id never handed out before, even across restarts.
+pub async fn allocate_producer_id(shard: &Shard) -> Result<i64, String> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let id = controller.next_producer_id.get();
+    if id >= controller.producer_ids_reserved_below.get() {
+        let reserve = id + store::PRODUCER_ID_BLOCK;
+        store::save_producer_reservation(
+            &shard.config.data_dir,
+            &shard.metadata().cluster_id,
+            reserve,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        controller.producer_ids_reserved_below.set(reserve);
+    }
+    controller.next_producer_id.set(id + 1);
+    Ok(id)
+}

@@ -1,0 +1,44 @@
+//! CreatePartitions: grows topics to a new partition count (never shrinks).
+
+use super::routing::on_controller;
+use super::{Request, Response};
+use crate::controller::{self, TopicError};
+use crate::server::shard::Shard;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::rc::Rc;
+
+pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest) -> Response {
+    let mut results = Vec::with_capacity(body.topics.len());
+    for t in body.topics {
+        let name = t.name.0.to_string();
+        let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
+            Err(TopicError::InvalidRequest(
+                "Manual replica assignment is not supported.".into(),
+            ))
+        } else {
+            let (count, validate_only) = (t.count, body.validate_only);
+            on_controller(shard, move |s: Rc<Shard>| {
+                Box::pin(async move {
+                    controller::create_partitions(&s, &name, count, validate_only).await
+                })
+            })
+            .await
+            .unwrap_or(Err(TopicError::Storage(
+                "the controller did not answer".into(),
+            )))
+        };
+        let r = CreatePartitionsTopicResult::default().with_name(t.name);
+        results.push(match outcome {
+            Ok(()) => r,
+            Err(e) => r
+                .with_error_code(e.code())
+                .with_error_message(Some(StrBytes::from_string(e.message()))),
+        });
+    }
+    req.respond(
+        ApiKey::CreatePartitions,
+        &CreatePartitionsResponse::default().with_results(results),
+    )
+}

@@ -1,0 +1,112 @@
+//! CreateTopics: new topics with their partition count, replication factor and configs;
+//! `validate_only` checks everything and changes nothing.
+
+use super::routing::on_controller;
+use super::{Request, Response};
+use crate::controller::{self, NewTopic, TopicError};
+use crate::server::shard::Shard;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+use uuid::Uuid;
+
+pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> Response {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = body
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !seen.insert(n.clone()))
+        .collect();
+    let mut asks = Vec::new();
+    let mut refused: BTreeMap<String, TopicError> = BTreeMap::new();
+    for t in &body.topics {
+        let name = t.name.0.to_string();
+        if duplicates.contains(&name) {
+            refused.insert(
+                name,
+                TopicError::InvalidRequest("Duplicate topic name.".into()),
+            );
+            continue;
+        }
+        if !t.assignments.is_empty() {
+            refused.insert(
+                name,
+                TopicError::InvalidRequest("Manual replica assignment is not supported.".into()),
+            );
+            continue;
+        }
+        let mut configs = BTreeMap::new();
+        for c in &t.configs {
+            match &c.value {
+                Some(v) => {
+                    configs.insert(c.name.to_string(), v.to_string());
+                }
+                None => {
+                    refused.insert(
+                        name.clone(),
+                        TopicError::InvalidConfig(format!("Null value for {}", c.name.as_str())),
+                    );
+                }
+            }
+        }
+        if refused.contains_key(&name) {
+            continue;
+        }
+        asks.push(NewTopic {
+            name,
+            partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            configs,
+        });
+    }
+    let validate_only = body.validate_only;
+    let created = if asks.is_empty() {
+        Vec::new()
+    } else {
+        on_controller(shard, move |s: Rc<Shard>| {
+            Box::pin(async move { controller::create_topics(&s, asks, validate_only).await })
+        })
+        .await
+        .unwrap_or_default()
+    };
+    let mut by_name: BTreeMap<String, Result<_, TopicError>> = created.into_iter().collect();
+    let results = body
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            let r = CreatableTopicResult::default().with_name(t.name.clone());
+            let outcome = refused
+                .get(&name)
+                .cloned()
+                .map(Err)
+                .or_else(|| by_name.remove(&name))
+                .unwrap_or(Err(TopicError::Storage(
+                    "the controller did not answer".into(),
+                )));
+            match outcome {
+                Ok(info) => r
+                    .with_topic_id(Uuid::from_bytes(info.id))
+                    .with_num_partitions(info.partitions.len() as i32)
+                    .with_replication_factor(
+                        info.partitions
+                            .first()
+                            .map(|p| p.replicas.len() as i16)
+                            .unwrap_or(1),
+                    ),
+                Err(e) => r
+                    .with_error_code(e.code())
+                    .with_error_message(Some(StrBytes::from_string(e.message())))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            }
+        })
+        .collect();
+    req.respond(
+        ApiKey::CreateTopics,
+        &CreateTopicsResponse::default().with_topics(results),
+    )
+}

@@ -1,0 +1,207 @@
+//! DescribeConfigs: a topic's configs (its overrides, else the broker defaults), or the broker's.
+//!
+//! Sources as Kafka reports them: TOPIC_CONFIG for a topic override, STATIC_BROKER_CONFIG for
+//! a default set in the tuning file, DEFAULT_CONFIG otherwise. Unknown requested names are
+//! left out, as Kafka does. Broker settings are read-only (no AlterConfigs).
+
+use super::{errors, Request, Response};
+use crate::config::{BrokerSettings, BROKER_KEYS};
+use crate::metadata::topic_config;
+use crate::server::shard::Shard;
+use ferrite_shards::config::CONFIG_KEYS;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+
+/// Kafka's ConfigType codes.
+fn config_type(name: &str) -> i8 {
+    const BOOLEAN: i8 = 1;
+    const STRING: i8 = 2;
+    const INT: i8 = 3;
+    const LONG: i8 = 5;
+    const DOUBLE: i8 = 6;
+    const LIST: i8 = 7;
+    match name {
+        "cleanup.policy" | "log.cleanup.policy" => LIST,
+        "compression.type" | "message.timestamp.type" => STRING,
+        "min.cleanable.dirty.ratio" => DOUBLE,
+        n if n.ends_with(".enable") => BOOLEAN,
+        "index.interval.bytes"
+        | "max.message.bytes"
+        | "min.insync.replicas"
+        | "num.partitions"
+        | "message.max.bytes"
+        | "socket.request.max.bytes"
+        | "default.replication.factor" => INT,
+        _ => LONG,
+    }
+}
+
+fn doc(name: &str) -> Option<&'static str> {
+    CONFIG_KEYS
+        .iter()
+        .find(|k| k.name == name)
+        .map(|k| k.doc)
+        .or_else(|| BROKER_KEYS.iter().find(|k| k.name == name).map(|k| k.doc))
+        .or_else(|| {
+            topic_config::BROKER_TOPIC_KEYS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, d)| *d)
+        })
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Response {
+    let results = body
+        .resources
+        .iter()
+        .map(|r| {
+            let wanted = |name: &str| {
+                r.configuration_keys
+                    .as_ref()
+                    .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
+            };
+            let base = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let entry = |name: &str,
+                         value: String,
+                         source: i8,
+                         read_only: bool,
+                         synonyms: Vec<DescribeConfigsSynonym>| {
+                DescribeConfigsResourceResult::default()
+                    .with_name(s(name))
+                    .with_value(Some(s(&value)))
+                    .with_read_only(read_only)
+                    .with_config_source(source)
+                    .with_synonyms(if body.include_synonyms {
+                        synonyms
+                    } else {
+                        Vec::new()
+                    })
+                    .with_config_type(config_type(name))
+                    .with_documentation(if body.include_documentation {
+                        doc(name).map(s)
+                    } else {
+                        None
+                    })
+            };
+            match r.resource_type {
+                TOPIC => {
+                    let metadata = shard.metadata();
+                    let Some(topic) = metadata.topic(r.resource_name.as_str()) else {
+                        return base
+                            .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_error_message(Some(s("Topic does not exist")));
+                    };
+                    let broker = &shard.config.broker;
+                    let configs = topic_config::all_names()
+                        .into_iter()
+                        .filter(|n| wanted(n))
+                        .map(|name| {
+                            let overridden = topic.configs.get(name);
+                            let default = broker
+                                .log
+                                .get(name)
+                                .or_else(|| {
+                                    topic_config::broker_topic_default(
+                                        name,
+                                        broker.min_insync_replicas,
+                                    )
+                                })
+                                .unwrap_or_default();
+                            let broker_source = BrokerSettings::synonym_of(name)
+                                .map(|b| {
+                                    if broker.explicit.iter().any(|e| e == b) {
+                                        SOURCE_STATIC_BROKER
+                                    } else {
+                                        SOURCE_DEFAULT
+                                    }
+                                })
+                                .unwrap_or(SOURCE_DEFAULT);
+                            let mut synonyms = Vec::new();
+                            if let Some(v) = overridden {
+                                synonyms.push(
+                                    DescribeConfigsSynonym::default()
+                                        .with_name(s(name))
+                                        .with_value(Some(s(v)))
+                                        .with_source(SOURCE_TOPIC),
+                                );
+                            }
+                            if let Some(b) = BrokerSettings::synonym_of(name) {
+                                synonyms.push(
+                                    DescribeConfigsSynonym::default()
+                                        .with_name(s(b))
+                                        .with_value(broker_value(broker, b).map(|v| s(&v)))
+                                        .with_source(broker_source),
+                                );
+                            }
+                            match overridden {
+                                Some(v) => entry(name, v.clone(), SOURCE_TOPIC, false, synonyms),
+                                None => entry(name, default, broker_source, false, synonyms),
+                            }
+                        })
+                        .collect();
+                    base.with_configs(configs)
+                }
+                BROKER => {
+                    let me = shard.metadata().controller_id.to_string();
+                    let name = r.resource_name.as_str();
+                    if !name.is_empty() && name != me {
+                        return base
+                            .with_error_code(errors::INVALID_REQUEST)
+                            .with_error_message(Some(s(&format!("this is broker {me}"))));
+                    }
+                    let broker = &shard.config.broker;
+                    let configs = broker
+                        .entries()
+                        .iter()
+                        .filter(|(n, _)| wanted(n))
+                        .map(|(n, v)| {
+                            let source = if broker.explicit.iter().any(|e| e == n) {
+                                SOURCE_STATIC_BROKER
+                            } else {
+                                SOURCE_DEFAULT
+                            };
+                            let synonyms = vec![DescribeConfigsSynonym::default()
+                                .with_name(s(n))
+                                .with_value(Some(s(v)))
+                                .with_source(source)];
+                            entry(n, v.clone(), source, true, synonyms)
+                        })
+                        .collect();
+                    base.with_configs(configs)
+                }
+                other => base
+                    .with_error_code(errors::INVALID_REQUEST)
+                    .with_error_message(Some(s(&format!(
+                        "resource type {other} is not supported"
+                    )))),
+            }
+        })
+        .collect();
+    req.respond(
+        ApiKey::DescribeConfigs,
+        &DescribeConfigsResponse::default().with_results(results),
+    )
+}
+
+fn broker_value(broker: &BrokerSettings, name: &str) -> Option<String> {
+    broker
+        .entries()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.clone())
+}

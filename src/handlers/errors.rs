@@ -1,0 +1,49 @@
+//! Kafka error codes, and how data-plane errors map onto them.
+
+use ferrite_shards::batch::BatchError;
+use ferrite_shards::Error;
+
+pub const NONE: i16 = 0;
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub const CORRUPT_MESSAGE: i16 = 2;
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub const LEADER_NOT_AVAILABLE: i16 = 5;
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub const MESSAGE_TOO_LARGE: i16 = 10;
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub const INVALID_REQUIRED_ACKS: i16 = 21;
+pub const INVALID_REQUEST: i16 = 42;
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+pub const INVALID_RECORD: i16 = 87;
+
+/// The code for a data-plane error, as Kafka would answer it.
+pub fn code_for(e: &Error) -> i16 {
+    match e {
+        Error::InvalidBatch(b) => match b {
+            BatchError::TooLarge { .. } => MESSAGE_TOO_LARGE,
+            BatchError::UnsupportedCompression { .. } => UNSUPPORTED_COMPRESSION_TYPE,
+            BatchError::BadRecordCount { .. } | BatchError::BadProducerFields { .. } => {
+                INVALID_RECORD
+            }
+            BatchError::TooShort { .. }
+            | BatchError::BadMagic { .. }
+            | BatchError::LengthMismatch { .. }
+            | BatchError::CrcMismatch { .. }
+            | BatchError::TrailingBytes { .. }
+            | BatchError::Empty => CORRUPT_MESSAGE,
+        },
+        Error::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+        Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+        Error::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+        // The partition is closing (shutdown, deletion): the client looks it up again.
+        Error::Closed(_) => NOT_LEADER_OR_FOLLOWER,
+        // A full disk or failing device, or corruption met by a read: retriable for the client,
+        // and the operator sees the cause in the log.
+        Error::Io { .. } | Error::Corrupt { .. } => KAFKA_STORAGE_ERROR,
+    }
+}

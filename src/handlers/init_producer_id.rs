@@ -1,0 +1,44 @@
+//! InitProducerId: a new producer id (epoch 0) for an idempotent producer.
+//!
+//! Without a transactional id Kafka always hands out a fresh id, even when the request names
+//! the producer's current one (KIP-360 epoch bumps only apply to transactional producers).
+//! Transactions are not supported: a transactional id is refused.
+
+use super::routing::on_controller;
+use super::{errors, Request, Response};
+use crate::controller;
+use crate::server::shard::Shard;
+use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use std::rc::Rc;
+
+pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -> Response {
+    if body.transactional_id.is_some() {
+        tracing::info!("refusing a transactional producer: transactions are not supported");
+        let resp = InitProducerIdResponse::default()
+            .with_error_code(errors::INVALID_REQUEST)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        return req.respond(ApiKey::InitProducerId, &resp);
+    }
+    let id = on_controller(shard, |s: Rc<Shard>| {
+        Box::pin(async move { controller::allocate_producer_id(&s).await })
+    })
+    .await;
+    let resp = match id {
+        Some(Ok(id)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "reserving producer ids failed");
+            InitProducerIdResponse::default()
+                .with_error_code(errors::KAFKA_STORAGE_ERROR)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        }
+        None => InitProducerIdResponse::default()
+            .with_error_code(errors::COORDINATOR_NOT_AVAILABLE)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    };
+    req.respond(ApiKey::InitProducerId, &resp)
+}

@@ -1,0 +1,128 @@
+//! Metadata: brokers, and topics with their partitions' leaders, replicas and ISR.
+//!
+//! A requested topic that does not exist is created when both the broker
+//! (`auto.create.topics.enable`) and the request (v4+) allow it, with `num.partitions` and
+//! `default.replication.factor`; the answer then already lists it.
+
+use super::errors;
+use super::routing::on_controller;
+use super::{Request, Response};
+use crate::controller::{self, NewTopic};
+use crate::metadata::{validate_topic_name, TopicInfo};
+use crate::server::shard::Shard;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use uuid::Uuid;
+
+pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Response {
+    let version = req.version;
+    let requested: Option<Vec<String>> = match body.topics {
+        None => None,
+        // v0 has no null: an empty list asks for every topic.
+        Some(list) if list.is_empty() && version == 0 => None,
+        Some(list) => Some(
+            list.into_iter()
+                .filter_map(|t| t.name.map(|n| n.0.to_string()))
+                .collect(),
+        ),
+    };
+    let allow_auto =
+        shard.config.broker.auto_create_topics && (version < 4 || body.allow_auto_topic_creation);
+    if let (true, Some(names)) = (allow_auto, &requested) {
+        auto_create(shard, names).await;
+    }
+    let metadata = shard.metadata();
+    let topics: Vec<MetadataResponseTopic> = match &requested {
+        None => metadata.topics.values().map(|t| topic_entry(t)).collect(),
+        Some(names) => names
+            .iter()
+            .map(|name| match metadata.topic(name) {
+                Some(t) => topic_entry(t),
+                None => {
+                    let code = if validate_topic_name(name).is_err() {
+                        errors::INVALID_TOPIC_EXCEPTION
+                    } else {
+                        errors::UNKNOWN_TOPIC_OR_PARTITION
+                    };
+                    MetadataResponseTopic::default()
+                        .with_error_code(code)
+                        .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+                }
+            })
+            .collect(),
+    };
+    let brokers = metadata
+        .brokers
+        .iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(b.port)
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
+    let resp = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(metadata.cluster_id.clone())))
+        .with_controller_id(BrokerId(metadata.controller_id))
+        .with_topics(topics);
+    req.respond(ApiKey::Metadata, &resp)
+}
+
+async fn auto_create(shard: &Shard, names: &[String]) {
+    let metadata = shard.metadata();
+    let missing: Vec<NewTopic> = names
+        .iter()
+        .filter(|n| metadata.topic(n).is_none() && validate_topic_name(n).is_ok())
+        .map(|n| NewTopic {
+            name: n.clone(),
+            partitions: -1,
+            replication_factor: -1,
+            configs: BTreeMap::new(),
+        })
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let results = on_controller(shard, move |s: Rc<Shard>| {
+        Box::pin(async move { controller::create_topics(&s, missing, false).await })
+    })
+    .await
+    .unwrap_or_default();
+    for (name, r) in results {
+        match r {
+            Ok(_) => tracing::info!(topic = %name, "auto-created topic"),
+            // Another request may have created it meanwhile; anything else is logged.
+            Err(crate::controller::TopicError::AlreadyExists) => {}
+            Err(e) => {
+                tracing::warn!(topic = %name, error = %e.message(), "auto-creating topic failed")
+            }
+        }
+    }
+}
+
+fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
+    let partitions = t
+        .partitions
+        .iter()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.index)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().map(|&r| BrokerId(r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|&r| BrokerId(r)).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
+        .with_topic_id(Uuid::from_bytes(t.id))
+        .with_is_internal(t.is_internal())
+        .with_partitions(partitions)
+}

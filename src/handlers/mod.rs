@@ -1,0 +1,162 @@
+//! One file per Kafka API. This one decodes a request frame, checks its API and version against
+//! what Ferrite advertises, and hands it to the API's handler.
+//!
+//! An API Ferrite does not implement, an unsupported version, or a body that does not decode
+//! closes the connection, as Kafka does. Two exceptions answer instead: ApiVersions in an
+//! unsupported version (a v0 error reply so the client can retry lower), and Produce v0–2
+//! (advertised for old librdkafka's sake, refused per partition).
+
+mod api_versions;
+mod create_partitions;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+pub mod errors;
+mod fetch;
+mod find_coordinator;
+mod init_producer_id;
+mod list_offsets;
+mod metadata;
+mod produce;
+mod routing;
+
+use crate::protocol::{self, legacy, PeekedHeader};
+use crate::server::send::OutChunk;
+use crate::server::shard::Shard;
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+use std::rc::Rc;
+
+/// What goes back on the connection.
+pub enum Response {
+    /// A whole encoded frame.
+    Frame(Bytes),
+    /// A frame in pieces (fetch data as file ranges).
+    Chunks(Vec<OutChunk>),
+    /// Nothing (produce with acks=0).
+    Nothing,
+    /// Close the connection, for this reason.
+    Close(String),
+}
+
+/// APIs and version ranges Ferrite serves (what ApiVersions advertises). Ranges follow what
+/// real clients need: librdkafka up to 2.11 enables features only when some APIs are advertised
+/// from v0 (FindCoordinator for LZ4, InitProducerId for idempotence, Produce v0 for
+/// compression); Produce and Fetch stay at or below v12 until topic ids are served.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+];
+
+fn supported(api_key: i16) -> Option<(ApiKey, i16, i16)> {
+    SUPPORTED
+        .iter()
+        .copied()
+        .find(|(k, _, _)| *k as i16 == api_key)
+}
+
+/// The request as handlers see it.
+pub struct Request {
+    pub header: RequestHeader,
+    pub version: i16,
+    pub correlation_id: i32,
+}
+
+impl Request {
+    /// Encodes `body` as this request's response.
+    pub fn respond<R: Encodable + HeaderVersion>(&self, api_key: ApiKey, body: &R) -> Response {
+        match protocol::encode_response(api_key, self.version, self.correlation_id, body) {
+            Ok(frame) => Response::Frame(frame),
+            Err(e) => Response::Close(format!(
+                "encoding the {api_key:?} v{} response failed: {e:#}",
+                self.version
+            )),
+        }
+    }
+}
+
+/// Decodes and serves one request frame.
+pub async fn handle(shard: Rc<Shard>, mut frame: Bytes) -> Response {
+    let Some(peek) = protocol::peek_header(&frame) else {
+        return Response::Close(format!(
+            "a {}-byte frame is too short for a request header",
+            frame.len()
+        ));
+    };
+    let Some((api_key, min, max)) = supported(peek.api_key) else {
+        return Response::Close(format!("API key {} is not supported", peek.api_key));
+    };
+    let version = peek.api_version;
+    if api_key == ApiKey::Produce && version < 3 {
+        return produce_before_v3(peek, frame);
+    }
+    if !(min..=max).contains(&version) {
+        return unsupported_version(api_key, peek, min, max);
+    }
+    let header = match kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
+        Ok(h) => h,
+        Err(e) => return Response::Close(format!("bad request header: {e:#}")),
+    };
+    let body = match RequestKind::decode(api_key, &mut frame, version) {
+        Ok(b) => b,
+        Err(e) => return Response::Close(format!("bad {api_key:?} v{version} request: {e:#}")),
+    };
+    let req = Request {
+        header,
+        version,
+        correlation_id: peek.correlation_id,
+    };
+    match body {
+        RequestKind::Produce(r) => produce::handle(&shard, &req, r).await,
+        RequestKind::Fetch(r) => fetch::handle(&shard, &req, r).await,
+        RequestKind::ListOffsets(r) => list_offsets::handle(&shard, &req, r).await,
+        RequestKind::Metadata(r) => metadata::handle(&shard, &req, r).await,
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(&shard, &req, r),
+        RequestKind::ApiVersions(r) => api_versions::handle(&req, r),
+        RequestKind::CreateTopics(r) => create_topics::handle(&shard, &req, r).await,
+        RequestKind::DeleteTopics(r) => delete_topics::handle(&shard, &req, r).await,
+        RequestKind::InitProducerId(r) => init_producer_id::handle(&shard, &req, r).await,
+        RequestKind::DescribeConfigs(r) => describe_configs::handle(&shard, &req, r),
+        RequestKind::CreatePartitions(r) => create_partitions::handle(&shard, &req, r).await,
+        other => Response::Close(format!("{other:?} is decoded but has no handler")),
+    }
+}
+
+fn unsupported_version(api_key: ApiKey, peek: PeekedHeader, min: i16, max: i16) -> Response {
+    let version = peek.api_version;
+    match api_key {
+        ApiKey::ApiVersions => Response::Frame(legacy::api_versions_unsupported(
+            peek.correlation_id,
+            min,
+            max,
+        )),
+        _ => Response::Close(format!(
+            "{api_key:?} v{version} is not supported (only v{min} to v{max})"
+        )),
+    }
+}
+
+/// Produce v0–2: headers are v1, which the codec reads; the body is read here.
+fn produce_before_v3(peek: PeekedHeader, mut frame: Bytes) -> Response {
+    let version = peek.api_version;
+    if version < 0
+        || kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame).is_err()
+    {
+        return Response::Close("bad Produce request header".into());
+    }
+    match legacy::produce_unsupported(version, peek.correlation_id, frame) {
+        Some(Some(f)) => Response::Frame(f),
+        Some(None) => Response::Nothing,
+        None => Response::Close(format!("bad Produce v{version} request")),
+    }
+}

@@ -1,0 +1,47 @@
+//! Reaching a partition: find its owner shard in the metadata, run the work there.
+
+use super::errors;
+use crate::server::shard::Shard;
+use ferrite_shards::partition::Partition;
+use futures::future::LocalBoxFuture;
+use std::rc::Rc;
+
+/// Runs `f` on the shard that owns `topic`/`index`, with the partition. A partition that does
+/// not exist (or is not open yet) is UNKNOWN_TOPIC_OR_PARTITION.
+pub async fn on_partition<R, F>(shard: &Shard, topic: &str, index: i32, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<Partition>) -> LocalBoxFuture<'static, R> + Send + 'static,
+{
+    let Some(owner) = shard.metadata().partition(topic, index).map(|p| p.shard) else {
+        return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
+    };
+    let topic = topic.to_string();
+    shard
+        .router()
+        .call(
+            owner,
+            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, i16>> {
+                Box::pin(async move {
+                    match s.partition(&topic, index) {
+                        Some(p) => Ok(f(p).await),
+                        None => Err(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                    }
+                })
+            },
+        )
+        .await
+        .unwrap_or(Err(errors::NOT_LEADER_OR_FOLLOWER))
+}
+
+/// Runs `f` on the controller shard (shard 0).
+pub async fn on_controller<R, F>(shard: &Shard, f: F) -> Option<R>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<Shard>) -> LocalBoxFuture<'static, R> + Send + 'static,
+{
+    shard
+        .router()
+        .call(ferrite_shards::placement::ShardId(0), f)
+        .await
+}

@@ -1,0 +1,152 @@
+//! One client connection, on the shard that accepted it.
+//!
+//! The reader takes frames off the socket and starts each request at once, in arrival order,
+//! so clients may pipeline; the writer sends the responses in that same order. Two bounds keep
+//! memory in check: the shard's budget of request bytes read but not yet answered (the reader
+//! waits for room before reading a body), and the number of requests one connection may have
+//! in flight (`connection_inflight_max`; beyond it the reader stops reading).
+
+use super::frame::{FrameError, FrameReader};
+use super::send::{ConnectionWriter, OutChunk};
+use super::shard::Shard;
+use crate::handlers::{self, Response};
+use ferrite_shards::sync::FifoGate;
+use ferrite_shards::uring::socket::SocketFd;
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Request bytes held against the shard's budget until the response is sent.
+struct Budget {
+    gate: Rc<FifoGate>,
+    units: u64,
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        self.gate.release(self.units);
+    }
+}
+
+struct InFlight {
+    response: glommio::task::JoinHandle<Response>,
+    _budget: Budget,
+}
+
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let _ = stream.set_nodelay(true);
+    let fd = match SocketFd::dup(stream.as_raw_fd()) {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "cannot take the connection's descriptor");
+            return;
+        }
+    };
+    let settings = shard.config.shard(shard.id.0).clone();
+    let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
+    let writer = ConnectionWriter::new(fd.clone(), shard.config.broker.fetch_zero_copy);
+    let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
+    let why = read_requests(&shard, stream, tx).await;
+    tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
+    write_task.await;
+}
+
+async fn read_requests(
+    shard: &Rc<Shard>,
+    mut stream: TcpStream,
+    tx: LocalSender<InFlight>,
+) -> String {
+    let broker = &shard.config.broker;
+    let mut frames = FrameReader::new(broker.socket_request_max_bytes);
+    let idle = Duration::from_millis(broker.connections_max_idle_ms as u64);
+    loop {
+        if shard.is_shutting_down() {
+            return "broker shutting down".into();
+        }
+        let size = match next_size(shard, &mut frames, &mut stream, idle).await {
+            Ok(size) => size,
+            Err(e) => return e.to_string(),
+        };
+        // Wait for room in the shard's request budget before reading the body.
+        let units = (size as u64).max(1);
+        shard.request_budget.acquire(units).await;
+        let budget = Budget {
+            gate: shard.request_budget.clone(),
+            units,
+        };
+        let frame = match frames.body(&mut stream, size).await {
+            Ok(f) => f,
+            Err(e) => return e.to_string(),
+        };
+        let stats = &shard.stats;
+        stats.requests.set(stats.requests.get() + 1);
+        stats.bytes_in.set(stats.bytes_in.get() + 4 + size as u64);
+        let response = glommio::spawn_local(handlers::handle(shard.clone(), frame)).detach();
+        if tx
+            .send(InFlight {
+                response,
+                _budget: budget,
+            })
+            .await
+            .is_err()
+        {
+            return "the writer closed the connection".into();
+        }
+    }
+}
+
+/// The next frame's size; also returns when the connection idles too long or the broker stops.
+async fn next_size(
+    shard: &Shard,
+    frames: &mut FrameReader,
+    stream: &mut TcpStream,
+    idle: Duration,
+) -> Result<usize, FrameError> {
+    let seen = shard.shutdown_started.generation();
+    let read = glommio::timer::timeout(idle, async { Ok(frames.next_size(stream).await) });
+    let stop = shard.shutdown_started.wait_past(seen);
+    futures::pin_mut!(read, stop);
+    match futures::future::select(read, stop).await {
+        futures::future::Either::Left((Ok(r), _)) => r,
+        futures::future::Either::Left((Err(_), _)) => Err(FrameError::Idle),
+        futures::future::Either::Right(_) => Err(FrameError::Closed),
+    }
+}
+
+async fn write_responses(
+    shard: Rc<Shard>,
+    mut writer: ConnectionWriter,
+    rx: LocalReceiver<InFlight>,
+    peer: String,
+) {
+    while let Some(in_flight) = rx.recv().await {
+        let chunks = match in_flight.response.await {
+            Some(Response::Frame(f)) => vec![OutChunk::Bytes(f)],
+            Some(Response::Chunks(c)) => c,
+            Some(Response::Nothing) => continue,
+            Some(Response::Close(reason)) => {
+                tracing::info!(shard = %shard.id, %peer, %reason, "closing connection");
+                break;
+            }
+            None => break,
+        };
+        let before = writer.bytes_sent;
+        if let Err(e) = writer.send(chunks).await {
+            tracing::debug!(shard = %shard.id, %peer, error = %e, "sending a response failed");
+            break;
+        }
+        let stats = &shard.stats;
+        stats
+            .bytes_out
+            .set(stats.bytes_out.get() + writer.bytes_sent - before);
+    }
+    // Wakes the reader if it is blocked on the socket.
+    writer.fd().shutdown();
+    drop(rx);
+}

@@ -1,0 +1,258 @@
+//! Starting and stopping the broker: one pinned glommio executor per configured core.
+//!
+//! The main thread loads the metadata, builds the router's channel matrix, starts the shards
+//! and waits for SIGTERM or SIGINT (blocked in every thread, taken by `sigwait` here). Each
+//! shard opens the partitions placed on it, binds the listener with SO_REUSEPORT, accepts the
+//! connections the kernel gives it, and runs its periodic flush and retention. On a signal,
+//! shards stop accepting, let connections finish what they have in flight, flush and close
+//! their logs, and the process exits 0.
+
+pub mod connection;
+pub mod frame;
+pub mod send;
+pub mod shard;
+
+use crate::config::BrokerConfig;
+use crate::controller::Controller;
+use crate::metadata::{store, BrokerInfo, ClusterMetadata};
+use ferrite_shards::placement::ShardId;
+use ferrite_shards::router::{self, Endpoints};
+use ferrite_shards::types::now_ms;
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+use shard::Shard;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a stopping shard waits for its connections to finish in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a shard runs flush checks; retention runs every `log.retention.check.interval.ms`.
+const MAINTENANCE_TICK: Duration = Duration::from_millis(200);
+/// How long start-up may take before the broker gives up (opening many partitions).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs the broker until SIGTERM or SIGINT.
+pub fn serve(config: BrokerConfig) -> anyhow::Result<()> {
+    block_termination_signals();
+    std::fs::create_dir_all(&config.data_dir)?;
+    let node = BrokerInfo {
+        node_id: config.node_id,
+        host: config.advertised_host.clone(),
+        port: config.advertised_port as i32,
+        rack: None,
+    };
+    let shard_count = config.cores.len();
+    let loaded = store::load(&config.data_dir, &node, shard_count)?;
+    if loaded.moved_partitions > 0 {
+        tracing::info!(
+            moved = loaded.moved_partitions,
+            shards = shard_count,
+            "placed partitions of missing shards on the remaining ones"
+        );
+    }
+    let metadata = Arc::new(loaded.metadata);
+    let config = Arc::new(config);
+    let started = Instant::now();
+    let endpoints = router::mesh::<Shard>(shard_count, config.shard(0).router_queue_depth);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let mut stops = Vec::with_capacity(shard_count);
+    let mut threads = Vec::with_capacity(shard_count);
+    for (i, ep) in endpoints.into_iter().enumerate() {
+        let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
+        stops.push(stop_tx);
+        let cpu = config.cores[i];
+        let config = config.clone();
+        let metadata = metadata.clone();
+        let ready = ready_tx.clone();
+        let reserved = loaded.producer_ids_reserved_below;
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("shard-{i}"))
+            .spawn(move || async move {
+                run_shard(ep, config, metadata, reserved, ready, stop_rx).await;
+            })
+            .map_err(|e| anyhow::anyhow!("starting shard {i} on CPU {cpu}: {e}"))?;
+        threads.push(handle);
+    }
+    drop(ready_tx);
+    let mut failure = None;
+    for _ in 0..shard_count {
+        match ready_rx.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                failure.get_or_insert(e);
+            }
+            Err(_) => {
+                failure.get_or_insert("a shard did not start in time".to_string());
+            }
+        }
+    }
+    if failure.is_none() {
+        let topics = metadata.topics.len();
+        tracing::info!(
+            listen = %config.listen,
+            advertised = %format!("{}:{}", config.advertised_host, config.advertised_port),
+            shards = shard_count,
+            cores = ?config.cores,
+            topics,
+            data_dir = %config.data_dir.display(),
+            startup_ms = started.elapsed().as_millis() as u64,
+            "ferrite is serving"
+        );
+        let signal = wait_for_termination_signal();
+        tracing::info!(signal, "shutting down");
+    }
+    for stop in stops {
+        let _ = stop.send(());
+    }
+    for t in threads {
+        if let Err(e) = t.join() {
+            tracing::error!(error = %e, "a shard failed while stopping");
+        }
+    }
+    match failure {
+        Some(e) => Err(anyhow::anyhow!("start-up failed: {e}")),
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+async fn run_shard(
+    endpoints: Endpoints<Shard>,
+    config: Arc<BrokerConfig>,
+    metadata: Arc<ClusterMetadata>,
+    producer_ids_reserved_below: i64,
+    ready: mpsc::Sender<Result<(), String>>,
+    stop: futures::channel::oneshot::Receiver<()>,
+) {
+    let id = endpoints.shard();
+    let controller = (id == ShardId(0)).then(|| Controller::new(producer_ids_reserved_below));
+    let shard = Rc::new(Shard::new(id, config.clone(), metadata, controller));
+    let router = endpoints.connect(shard.clone()).await;
+    shard.set_router(router);
+    if let Err(e) = shard.reconcile().await {
+        let _ = ready.send(Err(format!("shard {id}: opening partitions: {e}")));
+        return;
+    }
+    let listener = match TcpListener::bind(config.listen) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!(
+                "shard {id}: listening on {}: {e}",
+                config.listen
+            )));
+            shard.close_partitions().await;
+            return;
+        }
+    };
+    glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
+    glommio::spawn_local(maintenance_loop(shard.clone())).detach();
+    let _ = ready.send(Ok(()));
+    let _ = stop.await;
+    shard.begin_shutdown();
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while shard.stats.connections_open.get() > 0 && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+    shard.close_partitions().await;
+    tracing::debug!(shard = %id, "shard stopped");
+}
+
+async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+    loop {
+        let seen = shard.shutdown_started.generation();
+        if shard.is_shutting_down() {
+            return;
+        }
+        let accept = listener.accept();
+        let stop = shard.shutdown_started.wait_past(seen);
+        futures::pin_mut!(accept, stop);
+        let stream = match futures::future::select(accept, stop).await {
+            futures::future::Either::Left((Ok(s), _)) => s,
+            futures::future::Either::Left((Err(e), _)) => {
+                tracing::warn!(shard = %shard.id, error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            futures::future::Either::Right(_) => return,
+        };
+        let stats = &shard.stats;
+        stats
+            .connections_accepted
+            .set(stats.connections_accepted.get() + 1);
+        stats.connections_open.set(stats.connections_open.get() + 1);
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            connection::serve(shard.clone(), stream).await;
+            let open = &shard.stats.connections_open;
+            open.set(open.get() - 1);
+        })
+        .detach();
+    }
+}
+
+async fn maintenance_loop(shard: Rc<Shard>) {
+    let broker = &shard.config.broker;
+    let mut last_retention = now_ms();
+    while !shard.is_shutting_down() {
+        glommio::timer::sleep(MAINTENANCE_TICK).await;
+        for p in shard.partitions() {
+            if let Err(e) = p.maintain(broker.recovery_checkpoint_interval_ms).await {
+                tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "flush failed");
+            }
+        }
+        let now = now_ms();
+        if now - last_retention >= broker.retention_check_interval_ms {
+            last_retention = now;
+            for p in shard.partitions() {
+                match p.log().apply_retention(now).await {
+                    Ok(o) if o.deleted_segments > 0 => {
+                        tracing::info!(topic = %p.topic(), partition = p.index(),
+                        segments = o.deleted_segments, bytes = o.deleted_bytes, log_start = o.log_start_offset, "retention")
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "retention failed")
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn termination_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset fill the set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        set
+    }
+}
+
+/// Blocks SIGTERM and SIGINT in this thread and every thread started after, so only
+/// `sigwait` on the main thread receives them; a closed peer must not kill us with SIGPIPE.
+fn block_termination_signals() {
+    let set = termination_signals();
+    // SAFETY: plain signal-mask and disposition calls.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+fn wait_for_termination_signal() -> &'static str {
+    let set = termination_signals();
+    let mut sig: libc::c_int = 0;
+    // SAFETY: sigwait writes the received signal number.
+    unsafe { libc::sigwait(&set, &mut sig) };
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        _ => "signal",
+    }
+}

@@ -1,0 +1,220 @@
+//! One shard: a pinned executor's state — its partitions, its copy of the metadata, its router.
+//!
+//! Lives on: exactly one shard thread; other shards reach it through the router. The metadata
+//! snapshot is shared (`Arc`) and replaced whole when the controller publishes a new one; the
+//! shard then opens the partitions placed on it that it does not have and closes those that
+//! are gone (`reconcile`).
+
+use crate::config::BrokerConfig;
+use crate::controller::Controller;
+use crate::metadata::ClusterMetadata;
+use ferrite_shards::log::{BatchCache, LogOptions};
+use ferrite_shards::partition::Partition;
+use ferrite_shards::placement::ShardId;
+use ferrite_shards::router::Router;
+use ferrite_shards::sync::{FifoGate, Notify};
+use ferrite_shards::IoMode;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Partitions opened at once when a shard starts or a topic is created.
+const OPEN_CONCURRENCY: usize = 16;
+
+/// Counters of one shard.
+#[derive(Default)]
+pub struct ShardStats {
+    pub connections_accepted: Cell<u64>,
+    pub connections_open: Cell<u64>,
+    pub requests: Cell<u64>,
+    pub bytes_in: Cell<u64>,
+    pub bytes_out: Cell<u64>,
+}
+
+pub struct Shard {
+    pub id: ShardId,
+    pub config: Arc<BrokerConfig>,
+    router: OnceCell<Router<Shard>>,
+    metadata: RefCell<Arc<ClusterMetadata>>,
+    partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
+    cache: Option<Rc<BatchCache>>,
+    /// Request bytes read and not yet answered on this shard.
+    pub request_budget: Rc<FifoGate>,
+    /// The controller's duties run on shard 0 only.
+    pub controller: Option<Controller>,
+    reconcile_lock: glommio::sync::Semaphore,
+    pub stats: ShardStats,
+    shutting_down: Cell<bool>,
+    pub shutdown_started: Notify,
+}
+
+impl Shard {
+    pub fn new(
+        id: ShardId,
+        config: Arc<BrokerConfig>,
+        metadata: Arc<ClusterMetadata>,
+        controller: Option<Controller>,
+    ) -> Shard {
+        let settings = config.shard(id.0).clone();
+        Shard {
+            id,
+            router: OnceCell::new(),
+            metadata: RefCell::new(metadata),
+            partitions: RefCell::new(HashMap::new()),
+            cache: (settings.io_mode == IoMode::Direct)
+                .then(|| BatchCache::new(settings.cache_bytes)),
+            request_budget: Rc::new(FifoGate::new(settings.request_bytes_max as u64)),
+            controller,
+            reconcile_lock: glommio::sync::Semaphore::new(1),
+            stats: ShardStats::default(),
+            shutting_down: Cell::new(false),
+            shutdown_started: Notify::new(),
+            config,
+        }
+    }
+
+    pub fn set_router(&self, router: Router<Shard>) {
+        if self.router.set(router).is_err() {
+            panic!("the router is set once, at start-up");
+        }
+    }
+
+    pub fn router(&self) -> &Router<Shard> {
+        self.router.get().expect("router connected before serving")
+    }
+
+    pub fn metadata(&self) -> Arc<ClusterMetadata> {
+        self.metadata.borrow().clone()
+    }
+
+    pub fn cache(&self) -> Option<&Rc<BatchCache>> {
+        self.cache.as_ref()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+        self.shutdown_started.notify_all();
+    }
+
+    /// The partition if this shard owns it.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(topic)?.get(&index).cloned()
+    }
+
+    pub fn partitions(&self) -> Vec<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    pub fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.config.data_dir.join(format!("{topic}-{index}"))
+    }
+
+    /// Takes a new metadata snapshot and opens or removes partitions to match it.
+    pub async fn install_metadata(&self, metadata: Arc<ClusterMetadata>) -> Result<(), String> {
+        *self.metadata.borrow_mut() = metadata;
+        self.reconcile().await
+    }
+
+    /// Opens partitions placed here that are not open; closes and deletes those whose topic
+    /// is gone. Returns the first failure, after trying everything.
+    pub async fn reconcile(&self) -> Result<(), String> {
+        let _lock = self.reconcile_lock.acquire_permit(1).await;
+        let metadata = self.metadata();
+        let mut to_open = Vec::new();
+        for t in metadata.topics.values() {
+            for p in &t.partitions {
+                if p.shard == self.id && self.partition(&t.name, p.index).is_none() {
+                    to_open.push((t.clone(), p.index, p.leader_epoch));
+                }
+            }
+        }
+        let gone: Vec<(String, i32, Rc<Partition>)> = {
+            let open = self.partitions.borrow();
+            open.iter()
+                .flat_map(|(name, ps)| ps.iter().map(move |(i, p)| (name.clone(), *i, p.clone())))
+                .filter(|(name, i, _)| {
+                    metadata
+                        .partition(name, *i)
+                        .is_none_or(|info| info.shard != self.id)
+                })
+                .collect()
+        };
+        let mut first_error = None;
+        for (name, index, partition) in gone {
+            if let Some(m) = self.partitions.borrow_mut().get_mut(&name) {
+                m.remove(&index);
+            }
+            let deleted = metadata.topic(&name).is_none();
+            let result = if deleted {
+                partition.log().delete().await
+            } else {
+                partition.close().await
+            };
+            if let Err(e) = result {
+                tracing::error!(topic = %name, partition = index, error = %e, "closing partition failed");
+                first_error.get_or_insert(e.to_string());
+            } else {
+                tracing::info!(shard = %self.id, topic = %name, partition = index, deleted, "partition closed");
+            }
+        }
+        for group in to_open.chunks(OPEN_CONCURRENCY) {
+            let opens = group.iter().map(|(topic, index, epoch)| async move {
+                let options = LogOptions {
+                    config: topic.log_config(&self.config.broker.log),
+                    io_mode: self.config.io_mode(self.id.0),
+                    cache: self.cache.clone(),
+                };
+                let dir = self.partition_dir(&topic.name, *index);
+                let opened = Partition::open(
+                    &dir,
+                    Arc::from(topic.name.as_str()),
+                    *index,
+                    *epoch,
+                    options,
+                )
+                .await;
+                (topic.name.clone(), *index, opened)
+            });
+            for (name, index, opened) in futures::future::join_all(opens).await {
+                match opened {
+                    Ok(p) => {
+                        self.partitions
+                            .borrow_mut()
+                            .entry(name)
+                            .or_default()
+                            .insert(index, p);
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %name, partition = index, error = %e, "opening partition failed");
+                        first_error.get_or_insert(e.to_string());
+                    }
+                }
+            }
+        }
+        match first_error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// Flushes and closes every partition (graceful shutdown).
+    pub async fn close_partitions(&self) {
+        let all: Vec<Rc<Partition>> = self.partitions();
+        for p in all {
+            if let Err(e) = p.close().await {
+                tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "closing partition failed");
+            }
+        }
+        self.partitions.borrow_mut().clear();
+    }
+}
