@@ -111,7 +111,7 @@ fn check_new_topic(
     let broker = &shard.config.broker;
     let partitions = match t.partitions {
         -1 => broker.num_partitions,
-        n if n >= 1 && n <= 100_000 => n,
+        n if (1..=100_000).contains(&n) => n,
         n => {
             return Err(TopicError::InvalidPartitions(format!(
                 "Number of partitions must be larger than 0 (got {n})."

@@ -65,7 +65,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         if bytes >= min_bytes || any_error || now >= deadline || shard.is_shutting_down() {
             return encode(req, wanted, fetched);
         }
-        wait_for_any(shard, &wanted, deadline - now).await;
+        // Bounded here too: the wait runs on other shards, which may be stopping.
+        let left = deadline - now;
+        let _ = glommio::timer::timeout(left, async {
+            wait_for_any(shard, &wanted, left).await;
+            Ok(())
+        })
+        .await;
     }
 }
 

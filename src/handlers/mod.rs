@@ -24,7 +24,7 @@ use crate::protocol::{self, legacy, PeekedHeader};
 use crate::server::send::OutChunk;
 use crate::server::shard::Shard;
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use std::rc::Rc;
 
@@ -67,7 +67,6 @@ fn supported(api_key: i16) -> Option<(ApiKey, i16, i16)> {
 
 /// The request as handlers see it.
 pub struct Request {
-    pub header: RequestHeader,
     pub version: i16,
     pub correlation_id: i32,
 }
@@ -97,22 +96,21 @@ pub async fn handle(shard: Rc<Shard>, mut frame: Bytes) -> Response {
         return Response::Close(format!("API key {} is not supported", peek.api_key));
     };
     let version = peek.api_version;
+    tracing::trace!(shard = %shard.id, ?api_key, version, correlation_id = peek.correlation_id, "request");
     if api_key == ApiKey::Produce && version < 3 {
         return produce_before_v3(peek, frame);
     }
     if !(min..=max).contains(&version) {
         return unsupported_version(api_key, peek, min, max);
     }
-    let header = match kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
-        Ok(h) => h,
-        Err(e) => return Response::Close(format!("bad request header: {e:#}")),
-    };
+    if let Err(e) = kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
+        return Response::Close(format!("bad request header: {e:#}"));
+    }
     let body = match RequestKind::decode(api_key, &mut frame, version) {
         Ok(b) => b,
         Err(e) => return Response::Close(format!("bad {api_key:?} v{version} request: {e:#}")),
     };
     let req = Request {
-        header,
         version,
         correlation_id: peek.correlation_id,
     };

@@ -16,7 +16,7 @@ type Outcome = Result<AppendInfo, (i16, String)>;
 
 pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Response {
     let acks = body.acks;
-    let refusal = if !matches!(acks, 0 | 1 | -1) {
+    let refusal = if !(-1..=1).contains(&acks) {
         Some((
             errors::INVALID_REQUIRED_ACKS,
             format!("acks={acks} is not 0, 1 or -1"),

@@ -57,6 +57,7 @@ pub fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     let started = Instant::now();
     let endpoints = router::mesh::<Shard>(shard_count, config.shard(0).router_queue_depth);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let stopping = Arc::new(StopBarrier::new(shard_count));
     let mut stops = Vec::with_capacity(shard_count);
     let mut threads = Vec::with_capacity(shard_count);
     for (i, ep) in endpoints.into_iter().enumerate() {
@@ -67,10 +68,11 @@ pub fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         let metadata = metadata.clone();
         let ready = ready_tx.clone();
         let reserved = loaded.producer_ids_reserved_below;
+        let stopping = stopping.clone();
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{i}"))
             .spawn(move || async move {
-                run_shard(ep, config, metadata, reserved, ready, stop_rx).await;
+                run_shard(ep, config, metadata, reserved, ready, stop_rx, stopping).await;
             })
             .map_err(|e| anyhow::anyhow!("starting shard {i} on CPU {cpu}: {e}"))?;
         threads.push(handle);
@@ -127,6 +129,7 @@ async fn run_shard(
     producer_ids_reserved_below: i64,
     ready: mpsc::Sender<Result<(), String>>,
     stop: futures::channel::oneshot::Receiver<()>,
+    stopping: Arc<StopBarrier>,
 ) {
     let id = endpoints.shard();
     let controller = (id == ShardId(0)).then(|| Controller::new(producer_ids_reserved_below));
@@ -157,8 +160,41 @@ async fn run_shard(
     while shard.stats.connections_open.get() > 0 && Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(10)).await;
     }
+    // Requests still in flight on other shards may need this shard's partitions: every shard
+    // finishes its connections before any closes its logs, and none exits before all closed.
+    stopping.arrive_and_wait(&stopping.drained, deadline).await;
     shard.close_partitions().await;
+    stopping
+        .arrive_and_wait(&stopping.closed, Instant::now() + DRAIN_TIMEOUT)
+        .await;
     tracing::debug!(shard = %id, "shard stopped");
+}
+
+/// Shards meeting at the two steps of a graceful stop.
+struct StopBarrier {
+    shards: usize,
+    drained: std::sync::atomic::AtomicUsize,
+    closed: std::sync::atomic::AtomicUsize,
+}
+
+impl StopBarrier {
+    fn new(shards: usize) -> StopBarrier {
+        StopBarrier {
+            shards,
+            drained: Default::default(),
+            closed: Default::default(),
+        }
+    }
+
+    /// Counts this shard in `step` and waits (without blocking the executor) for the others,
+    /// until `deadline`.
+    async fn arrive_and_wait(&self, step: &std::sync::atomic::AtomicUsize, deadline: Instant) {
+        use std::sync::atomic::Ordering;
+        step.fetch_add(1, Ordering::AcqRel);
+        while step.load(Ordering::Acquire) < self.shards && Instant::now() < deadline {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
 
 async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {

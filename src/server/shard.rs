@@ -89,10 +89,6 @@ impl Shard {
         self.metadata.borrow().clone()
     }
 
-    pub fn cache(&self) -> Option<&Rc<BatchCache>> {
-        self.cache.as_ref()
-    }
-
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.get()
     }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Broker CPU per GB fetched: zero-copy fetch (splice from the page cache) against the copying
+# path (`fetch.zero.copy.enable=false`: read into memory, then send), same data, same consumer.
+#
+#   perf/fetch-zero-copy.sh [GIB] [PASSES]      (default 1 GiB, 3 consuming passes)
+#
+# Fills one partition with GIB of 1 KiB records (kcat), then for each mode restarts the broker
+# on the same data, warms the page cache with one pass, and runs PASSES more with kcat reading
+# from the beginning to the end, discarding output. The broker's CPU time (user + system, all
+# its threads, io_uring workers included) comes from /proc/<pid>/stat before and after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gib=${1:-1}
+passes=${2:-3}
+port=19192
+dir=target/perf-zero-copy
+bin=target/release/ferrite
+cargo build -q --release --bin ferrite
+rm -rf "$dir" && mkdir -p "$dir"
+
+start() { # extra args
+  "$bin" serve --listen 127.0.0.1:$port --data-dir "$dir/data" "$@" >>"$dir/broker.log" 2>&1 &
+  pid=$!
+  until kcat -b 127.0.0.1:$port -L >/dev/null 2>&1; do sleep 0.1; done
+}
+stop() { kill -TERM "$pid"; wait "$pid" || true; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+consume() {
+  kcat -b 127.0.0.1:$port -C -t zc -p 0 -o beginning -e -q -f '' \
+    -X fetch.max.bytes=52428800 -X max.partition.fetch.bytes=16777216 >/dev/null
+}
+
+start
+python3 - "$gib" >"$dir/records.txt" <<'PY'
+import sys
+line = ("x" * 1023) + "\n"
+for _ in range(int(float(sys.argv[1]) * 1024 * 1024)):
+    sys.stdout.write(line)
+PY
+kcat -b 127.0.0.1:$port -P -t zc -p 0 -X linger.ms=20 -X batch.size=1000000 -X queue.buffering.max.kbytes=1048576 <"$dir/records.txt"
+rm -f "$dir/records.txt"
+stop
+log_bytes=$(du -cb "$dir"/data/zc-0/*.log | tail -1 | cut -f1)
+hz=$(getconf CLK_TCK)
+echo "partition holds $log_bytes bytes; $passes passes each"
+printf '| fetch path | GB sent | broker CPU s | CPU s per GB | wall s |\n|---|---|---|---|---|\n'
+for mode in zero-copy copying; do
+  if [ "$mode" = copying ]; then start --set fetch.zero.copy.enable=false; else start; fi
+  consume # warm the page cache
+  before=$(cpu_ticks); t0=$(date +%s.%N)
+  for _ in $(seq "$passes"); do consume; done
+  t1=$(date +%s.%N); after=$(cpu_ticks)
+  stop
+  python3 - "$mode" "$log_bytes" "$passes" "$before" "$after" "$hz" "$t0" "$t1" <<'PY'
+import sys
+mode, size, passes, before, after, hz, t0, t1 = sys.argv[1], *map(float, sys.argv[2:])
+gb = size * passes / 1e9
+cpu = (after - before) / hz
+print(f"| {mode} | {gb:.2f} | {cpu:.2f} | {cpu / gb:.3f} | {t1 - t0:.1f} |")
+PY
+done

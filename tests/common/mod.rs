@@ -1,0 +1,255 @@
+//! Test harness: the real broker binary on a free loopback port, real clients beside it.
+//!
+//! Every process started here is stopped on drop (SIGKILL if it did not stop by itself) and
+//! every wait has a bound, so a failing test never hangs or leaves processes behind.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub struct Broker {
+    child: Option<Child>,
+    pub addr: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    log_path: PathBuf,
+    extra_args: Vec<String>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Broker {
+    /// A broker on a fresh data directory with two shards.
+    pub fn start(args: &[&str]) -> Broker {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let data = tmp.path().join("data");
+        let mut b = Broker::start_at(&data, free_port(), args);
+        b._tmp = Some(tmp);
+        b
+    }
+
+    pub fn start_at(data_dir: &Path, port: u16, args: &[&str]) -> Broker {
+        let log_path = data_dir.with_extension(format!("{port}.log"));
+        let mut b = Broker {
+            child: None,
+            addr: format!("127.0.0.1:{port}"),
+            port,
+            data_dir: data_dir.to_path_buf(),
+            log_path,
+            extra_args: args.iter().map(|s| s.to_string()).collect(),
+            _tmp: None,
+        };
+        b.launch();
+        b
+    }
+
+    fn launch(&mut self) {
+        std::fs::create_dir_all(self.data_dir.parent().unwrap()).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("broker log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrite"));
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg(&self.addr)
+            .arg("--data-dir")
+            .arg(&self.data_dir);
+        if !self.extra_args.iter().any(|a| a == "--cores") {
+            cmd.args(["--cores", "2"]);
+        }
+        cmd.args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        self.child = Some(cmd.spawn().expect("start ferrite"));
+        let deadline = Instant::now() + START_TIMEOUT;
+        while TcpStream::connect(&self.addr).is_err() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("broker exited at start with {status}:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "broker did not listen within {START_TIMEOUT:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the broker again on the same data directory and port.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the broker before restarting it");
+        self.launch();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGTERM, then wait for a graceful exit (SIGKILL after 20 s).
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        wait_or_kill(&mut child, Duration::from_secs(20))
+    }
+
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => c.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- broker log ({}) ---\n{}",
+                self.log_path.display(),
+                self.log()
+            );
+        }
+    }
+}
+
+fn wait_or_kill(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command with `stdin`, killing it after `timeout`.
+pub fn run(mut cmd: Command, stdin: Option<Vec<u8>>, timeout: Duration) -> Output {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let program = format!("{cmd:?}");
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let writer = stdin.map(|input| {
+        let mut pipe = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        })
+    });
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&err_reader.join().unwrap()).to_string();
+            panic!("{program} did not finish within {timeout:?}; stderr:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// kcat with `args`; panics with its output if it fails.
+pub fn kcat(broker: &Broker, args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
+    let mut cmd = Command::new("kcat");
+    cmd.arg("-b").arg(&broker.addr).args(args);
+    let out = run(cmd, stdin.map(|s| s.to_vec()), CLIENT_TIMEOUT);
+    assert!(
+        out.status.success(),
+        "kcat {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn python_path() -> PathBuf {
+    if let Ok(p) = std::env::var("FERRITE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with the Kafka clients: run scripts/test (it creates .venv), or set FERRITE_PYTHON"
+    );
+    venv
+}
+
+/// Runs `tests/clients/<script>` with the venv's Python; panics with its output if it fails.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(script);
+    let mut cmd = Command::new(python_path());
+    cmd.arg(&path).args(args);
+    let out = run(cmd, None, CLIENT_TIMEOUT);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

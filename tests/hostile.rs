@@ -1,0 +1,240 @@
+//! Bad input never takes the broker down: garbage, impossible frame sizes, unknown APIs,
+//! corrupt batches and truncated requests are refused (an error code, or the connection
+//! closed), and the next client is served as usual.
+
+mod common;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use common::Broker;
+use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{encode_request_header_into_buffer, Decodable, Encodable, StrBytes};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn connect(broker: &Broker) -> TcpStream {
+    let s = TcpStream::connect(&broker.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+fn frame<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("hostile-test")));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let n = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&n.to_be_bytes());
+    buf.to_vec()
+}
+
+/// Reads one response frame; `None` if the broker closed the connection.
+fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(Bytes::from(body))
+}
+
+fn assert_closed(s: &mut TcpStream, what: &str) {
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("{what}: expected the connection closed, got {other:?}"),
+    }
+}
+
+/// A fresh client still gets ApiVersions and Metadata answered.
+fn assert_serving(broker: &mut Broker) {
+    assert!(broker.is_running(), "the broker process is alive");
+    let mut s = connect(broker);
+    s.write_all(&frame(
+        ApiKey::ApiVersions,
+        3,
+        1,
+        &ApiVersionsRequest::default(),
+    ))
+    .unwrap();
+    let mut body = read_frame(&mut s).expect("ApiVersions answered");
+    let header = ResponseHeader::decode(&mut body, 0).unwrap();
+    assert_eq!(header.correlation_id, 1);
+    let versions = ApiVersionsResponse::decode(&mut body, 3).unwrap();
+    assert_eq!(versions.error_code, 0);
+    s.write_all(&frame(ApiKey::Metadata, 12, 2, &MetadataRequest::default()))
+        .unwrap();
+    let mut body = read_frame(&mut s).expect("Metadata answered");
+    let _ = ResponseHeader::decode(&mut body, 1).unwrap();
+    let md = MetadataResponse::decode(&mut body, 12).unwrap();
+    assert_eq!(md.brokers.len(), 1);
+}
+
+fn produce_request(records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("hostile")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])])
+}
+
+fn a_batch() -> Bytes {
+    build_batch(
+        &[NewRecord {
+            value: Some(Bytes::from_static(b"payload")),
+            timestamp_ms: 1,
+            ..Default::default()
+        }],
+        ProducerFields::NONE,
+    )
+}
+
+#[test]
+fn garbage_and_impossible_frames_close_only_their_connection() {
+    let mut broker = Broker::start(&[]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("garbage", {
+            let mut g = vec![0, 0, 0, 196];
+            g.extend((0..196u32).map(|i| (i * 97 % 251) as u8));
+            g
+        }),
+        ("garbage with a plausible header", {
+            let mut g = vec![0, 0, 0, 40, 0, 3, 0, 12, 0, 0, 0, 1];
+            g.extend((0..36u32).map(|i| (i * 89 % 256) as u8));
+            g
+        }),
+        ("negative size", vec![0xff, 0xff, 0xff, 0xfe, 1, 2, 3]),
+        ("huge size", vec![0x7f, 0xff, 0xff, 0xff]),
+        ("size too small for a header", vec![0, 0, 0, 3, 0, 18, 0]),
+        ("unknown API key", {
+            let mut f = frame(ApiKey::ApiVersions, 3, 9, &ApiVersionsRequest::default());
+            f[4..6].copy_from_slice(&999i16.to_be_bytes());
+            f
+        }),
+        ("truncated request body", {
+            let mut f = frame(ApiKey::Produce, 7, 9, &produce_request(a_batch()));
+            // Keep the frame size honest but cut the body in the middle of the record set.
+            let keep = f.len() - 40;
+            f.truncate(keep);
+            let n = (keep - 4) as i32;
+            f[..4].copy_from_slice(&n.to_be_bytes());
+            f
+        }),
+    ];
+    for (what, bytes) in cases {
+        let mut s = connect(&broker);
+        s.write_all(&bytes).unwrap();
+        assert_closed(&mut s, what);
+        assert_serving(&mut broker);
+    }
+}
+
+#[test]
+fn an_unsupported_api_versions_version_gets_a_v0_answer() {
+    let broker = Broker::start(&[]);
+    let mut s = connect(&broker);
+    let mut f = frame(ApiKey::ApiVersions, 3, 5, &ApiVersionsRequest::default());
+    f[6..8].copy_from_slice(&9i16.to_be_bytes());
+    s.write_all(&f).unwrap();
+    let mut body = read_frame(&mut s).expect("answered");
+    let _ = ResponseHeader::decode(&mut body, 0).unwrap();
+    let v = ApiVersionsResponse::decode(&mut body, 0).unwrap();
+    assert_eq!(v.error_code, 35, "UNSUPPORTED_VERSION");
+    assert_eq!(v.api_keys[0].api_key, 18);
+    assert_eq!(v.api_keys[0].max_version, 3);
+}
+
+#[test]
+fn a_corrupt_batch_is_refused_with_an_error_code_and_nothing_is_written() {
+    let mut broker = Broker::start(&[]);
+    let mut s = connect(&broker);
+    // Metadata creates the topic (auto-creation), as a client's first request would.
+    let ask = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("hostile")))),
+    ]));
+    s.write_all(&frame(ApiKey::Metadata, 12, 100, &ask))
+        .unwrap();
+    let mut body = read_frame(&mut s).expect("Metadata answered");
+    let _ = ResponseHeader::decode(&mut body, 1).unwrap();
+    let md = MetadataResponse::decode(&mut body, 12).unwrap();
+    assert_eq!(md.topics[0].error_code, 0, "auto-created");
+    let mut bad = a_batch().to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x55; // the CRC no longer matches
+    let cases = [
+        (Bytes::from(bad), 2i16, "CORRUPT_MESSAGE"),
+        (Bytes::from_static(&[0u8; 30]), 2, "CORRUPT_MESSAGE (short)"),
+    ];
+    for (i, (records, code, what)) in cases.into_iter().enumerate() {
+        s.write_all(&frame(
+            ApiKey::Produce,
+            7,
+            i as i32,
+            &produce_request(records),
+        ))
+        .unwrap();
+        let mut body = read_frame(&mut s).expect("produce answered");
+        let _ = ResponseHeader::decode(&mut body, 0).unwrap();
+        let resp = ProduceResponse::decode(&mut body, 7).unwrap();
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, code, "{what}");
+    }
+    // The same connection goes on: a good batch is written at offset 0 (nothing bad was).
+    s.write_all(&frame(ApiKey::Produce, 7, 10, &produce_request(a_batch())))
+        .unwrap();
+    let mut body = read_frame(&mut s).expect("produce answered");
+    let _ = ResponseHeader::decode(&mut body, 0).unwrap();
+    let resp = ProduceResponse::decode(&mut body, 7).unwrap();
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    assert_serving(&mut broker);
+}
+
+#[test]
+fn produce_before_v3_is_refused_per_partition() {
+    let broker = Broker::start(&[]);
+    let mut s = connect(&broker);
+    // Produce v2: acks, timeout, [topic, [partition, records]] after a v1 header.
+    let mut f = BytesMut::new();
+    f.put_i32(0);
+    f.put_i16(0); // api key
+    f.put_i16(2); // version
+    f.put_i32(77);
+    f.put_i16(-1); // null client id
+    f.put_i16(1);
+    f.put_i32(1000);
+    f.put_i32(1);
+    f.put_i16(7);
+    f.put_slice(b"ancient");
+    f.put_i32(1);
+    f.put_i32(0);
+    f.put_i32(0);
+    let n = (f.len() - 4) as i32;
+    f[..4].copy_from_slice(&n.to_be_bytes());
+    s.write_all(&f).unwrap();
+    let mut body = read_frame(&mut s).expect("answered");
+    let _ = ResponseHeader::decode(&mut body, 0).unwrap();
+    // v2 response: [topic [partition, error, base_offset, log_append_time]], throttle.
+    let b = body.to_vec();
+    let name_len = i16::from_be_bytes([b[4], b[5]]) as usize;
+    let at = 6 + name_len + 4 + 4;
+    assert_eq!(
+        i16::from_be_bytes([b[at], b[at + 1]]),
+        35,
+        "UNSUPPORTED_VERSION"
+    );
+}
