@@ -65,12 +65,13 @@ fn a_graceful_stop_keeps_everything() {
         &["-P", "-t", "kept", "-p", "0"],
         Some(b"one-more\n"),
     );
+    // Keyless records may all have gone to other partitions (sticky partitioning).
     let p0_max = before
         .iter()
         .filter(|r| r.0 == 0)
         .map(|r| r.1)
         .max()
-        .unwrap();
+        .unwrap_or(-1);
     let again = consume_all(&broker, "kept");
     assert!(again.contains(&(0, p0_max + 1, "one-more".to_string())));
 }
