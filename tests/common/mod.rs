@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod wire;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

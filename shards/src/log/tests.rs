@@ -686,3 +686,33 @@ mod model {
         }
     }
 }
+
+both_modes!(
+    segments_roll_by_age_and_flush_ms_syncs_old_data,
+    |dir: PathBuf, mode| async move {
+        let config = LogConfig {
+            segment_ms: 30,
+            flush_ms: 20,
+            ..LogConfig::default()
+        };
+        let log = open(&dir, mode, config).await;
+        append(&log, &records(1, 10, 1)).await;
+        assert_eq!(log.segment_count(), 1);
+        // Not yet due: nothing flushed by time.
+        assert!(!log.flush_if_due(i64::MAX).await.unwrap());
+        glommio::timer::sleep(std::time::Duration::from_millis(40)).await;
+        assert!(
+            log.flush_if_due(i64::MAX).await.unwrap(),
+            "flush.ms elapsed"
+        );
+        assert_eq!(log.flushed_offset(), 1);
+        append(&log, &records(1, 10, 2)).await;
+        assert_eq!(
+            log.segment_count(),
+            2,
+            "the first segment was older than segment.ms"
+        );
+        assert_eq!(log.segment_bases(), vec![0, 1]);
+        log.close().await.unwrap();
+    }
+);

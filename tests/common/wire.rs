@@ -1,0 +1,39 @@
+//! Speaking the Kafka protocol directly, for tests that need exact requests.
+
+use super::Broker;
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::{encode_request_header_into_buffer, Encodable, StrBytes};
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::Duration;
+
+pub fn connect(broker: &Broker) -> TcpStream {
+    let s = TcpStream::connect(&broker.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+pub fn frame<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("hostile-test")));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let n = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&n.to_be_bytes());
+    buf.to_vec()
+}
+
+/// Reads one response frame; `None` if the broker closed the connection.
+pub fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
+    let mut size = [0u8; 4];
+    s.read_exact(&mut size).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(Bytes::from(body))
+}

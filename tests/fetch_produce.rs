@@ -1,0 +1,122 @@
+//! Fetch long polls woken by appends on another core, and produce with acks=0.
+
+mod common;
+
+use bytes::Bytes;
+use common::wire::{connect, frame, read_frame};
+use common::{kcat, Broker};
+use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, FetchResponse, ProduceRequest, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+fn produce(topic: &str, partition: i32, acks: i16, value: &'static [u8]) -> Vec<u8> {
+    let batch = build_batch(
+        &[NewRecord {
+            value: Some(Bytes::from_static(value)),
+            timestamp_ms: 1,
+            ..Default::default()
+        }],
+        ProducerFields::NONE,
+    );
+    let req = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]);
+    frame(ApiKey::Produce, 7, 1, &req)
+}
+
+fn long_poll(topic: &str, partitions: &[i32], max_wait_ms: i32) -> Vec<u8> {
+    let req = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&p| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(1 << 20)
+                    })
+                    .collect(),
+            )]);
+    frame(ApiKey::Fetch, 11, 2, &req)
+}
+
+#[test]
+fn a_waiting_fetch_wakes_when_either_shard_appends() {
+    let broker = Broker::start(&["--cores", "2", "--set", "num.partitions=2"]);
+    // Partitions 0 and 1 are placed on different shards; the fetching connection is on one.
+    for target in [0, 1] {
+        let topic = format!("woken-{target}");
+        kcat(&broker, &["-L", "-t", &topic], None);
+        let mut fetcher = connect(&broker);
+        fetcher
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        fetcher
+            .write_all(&long_poll(&topic, &[0, 1], 20_000))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300)); // the fetch is waiting now
+        let produced_at = Instant::now();
+        let mut producer = connect(&broker);
+        producer
+            .write_all(&produce(&topic, target, 1, b"wake up"))
+            .unwrap();
+        read_frame(&mut producer).expect("produce answered");
+        let mut body = read_frame(&mut fetcher).expect("fetch answered");
+        let waited = produced_at.elapsed();
+        let _ = ResponseHeader::decode(&mut body, 0).unwrap();
+        let resp = FetchResponse::decode(&mut body, 11).unwrap();
+        let p = &resp.responses[0].partitions[target as usize];
+        assert_eq!(p.error_code, 0);
+        assert_eq!(p.high_watermark, 1);
+        assert!(
+            !p.records.as_ref().unwrap().is_empty(),
+            "the new batch is in the answer"
+        );
+        // Woken by the append, long before the 20 s the fetch was willing to wait.
+        assert!(
+            waited < Duration::from_secs(10),
+            "fetch woke after {waited:?}"
+        );
+    }
+}
+
+#[test]
+fn acks_0_gets_no_answer_and_is_written() {
+    let broker = Broker::start(&[]);
+    kcat(&broker, &["-L", "-t", "fire"], None);
+    let mut s = connect(&broker);
+    for _ in 0..5 {
+        s.write_all(&produce("fire", 0, 0, b"and forget")).unwrap();
+    }
+    // The next answered request on the connection comes back first: acks=0 sent nothing.
+    s.write_all(&long_poll("fire", &[0], 0)).unwrap();
+    let mut body = read_frame(&mut s).expect("fetch answered");
+    let header = ResponseHeader::decode(&mut body, 0).unwrap();
+    assert_eq!(
+        header.correlation_id, 2,
+        "the fetch's answer, not a produce's"
+    );
+    let out = kcat(
+        &broker,
+        &["-C", "-t", "fire", "-o", "beginning", "-e", "-q"],
+        None,
+    );
+    assert_eq!(String::from_utf8(out).unwrap().lines().count(), 5);
+}
