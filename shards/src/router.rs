@@ -89,7 +89,9 @@ struct Outbox<S: 'static> {
 
 impl<S: 'static> Outbox<S> {
     fn push(self: &Rc<Self>, job: Job<S>, stats: &RouterStats) {
-        let job = if self.queue.borrow().is_empty() {
+        // Straight into the channel only when nothing is ahead: no queued call, and no call
+        // the pump has taken out and is still waiting to send.
+        let job = if self.queue.borrow().is_empty() && !self.pumping.get() {
             match self.sender.try_send(job) {
                 Ok(()) => {
                     self.gate.release(1);
