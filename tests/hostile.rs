@@ -11,7 +11,7 @@ use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ProduceRequest, ProduceResponse, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use std::io::{Read, Write};

@@ -14,8 +14,6 @@
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Damaged(pub &'static str);
 
-pub(crate) const OFFSET_ENTRY_BYTES: usize = 8;
-
 /// Bytes an index file lacks: write `bytes` at `at`, cutting the file to `at` first if asked.
 #[derive(Debug)]
 pub(crate) struct IndexWrite {
@@ -24,65 +22,72 @@ pub(crate) struct IndexWrite {
     pub bytes: Vec<u8>,
     pub entries_after: usize,
 }
-pub(crate) const TIME_ENTRY_BYTES: usize = 12;
 
-#[derive(Clone, Debug, Default)]
-pub(crate) struct OffsetIndex {
-    entries: Vec<(u32, u32)>,
+/// One fixed-size, big-endian index entry whose two fields both ascend.
+trait Entry: Copy {
+    const BYTES: usize;
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(bytes: &[u8]) -> Self;
+    /// Whether `self` may follow `prev` (both fields strictly greater).
+    fn follows(&self, prev: &Self) -> bool;
+}
+
+impl Entry for (u32, u32) {
+    const BYTES: usize = 8;
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_be_bytes());
+        out.extend_from_slice(&self.1.to_be_bytes());
+    }
+    fn decode(b: &[u8]) -> Self {
+        (
+            u32::from_be_bytes(b[0..4].try_into().expect("4 bytes")),
+            u32::from_be_bytes(b[4..8].try_into().expect("4 bytes")),
+        )
+    }
+    fn follows(&self, prev: &Self) -> bool {
+        self.0 > prev.0 && self.1 > prev.1
+    }
+}
+
+impl Entry for (i64, u32) {
+    const BYTES: usize = 12;
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_be_bytes());
+        out.extend_from_slice(&self.1.to_be_bytes());
+    }
+    fn decode(b: &[u8]) -> Self {
+        (
+            i64::from_be_bytes(b[0..8].try_into().expect("8 bytes")),
+            u32::from_be_bytes(b[8..12].try_into().expect("4 bytes")),
+        )
+    }
+    fn follows(&self, prev: &Self) -> bool {
+        self.0 > prev.0 && self.1 > prev.1
+    }
+}
+
+/// Entries in memory, and how much of them the file already holds.
+#[derive(Clone, Debug)]
+struct Entries<E> {
+    entries: Vec<E>,
     /// Entries already in the file; the rest are written at the next persist.
     persisted: usize,
     /// The file holds entries beyond `entries` (after a truncation) and must be cut first.
     file_longer: bool,
 }
 
-impl OffsetIndex {
-    pub fn append(&mut self, relative_offset: u32, position: u32) {
-        if let Some(&(last_off, last_pos)) = self.entries.last() {
-            assert!(relative_offset > last_off, "index offsets ascend");
-            assert!(position > last_pos, "index positions ascend");
-        }
-        self.entries.push((relative_offset, position));
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn last(&self) -> Option<(u32, u32)> {
-        self.entries.last().copied()
-    }
-
-    pub fn first(&self) -> Option<(u32, u32)> {
-        self.entries.first().copied()
-    }
-
-    /// The entry with the largest offset at or below `relative_offset`, else the segment start.
-    pub fn lookup(&self, relative_offset: u32) -> (u32, u32) {
-        let i = self.entries.partition_point(|&(o, _)| o <= relative_offset);
-        if i == 0 {
-            (0, 0)
-        } else {
-            self.entries[i - 1]
+impl<E> Default for Entries<E> {
+    fn default() -> Self {
+        Entries {
+            entries: Vec::new(),
+            persisted: 0,
+            file_longer: false,
         }
     }
+}
 
-    /// The entry with the largest position at or below `position`, else the segment start.
-    pub fn lookup_position(&self, position: u32) -> (u32, u32) {
-        let i = self.entries.partition_point(|&(_, p)| p <= position);
-        if i == 0 {
-            (0, 0)
-        } else {
-            self.entries[i - 1]
-        }
-    }
-
-    /// Drops entries whose batch starts at or after `position`.
-    pub fn truncate_to_position(&mut self, position: u32) {
-        let keep = self.entries.partition_point(|&(_, p)| p < position);
-        self.truncate_entries(keep);
-    }
-
-    fn truncate_entries(&mut self, keep: usize) {
+impl<E: Entry> Entries<E> {
+    fn truncate(&mut self, keep: usize) {
         if keep < self.persisted {
             self.persisted = keep;
             self.file_longer = true;
@@ -90,16 +95,13 @@ impl OffsetIndex {
         self.entries.truncate(keep);
     }
 
-    /// What the file lacks; write it, then call `mark_persisted` with it.
-    pub fn unpersisted(&self) -> IndexWrite {
-        let mut bytes =
-            Vec::with_capacity((self.entries.len() - self.persisted) * OFFSET_ENTRY_BYTES);
-        for &(o, p) in &self.entries[self.persisted..] {
-            bytes.extend_from_slice(&o.to_be_bytes());
-            bytes.extend_from_slice(&p.to_be_bytes());
+    fn unpersisted(&self) -> IndexWrite {
+        let mut bytes = Vec::with_capacity((self.entries.len() - self.persisted) * E::BYTES);
+        for e in &self.entries[self.persisted..] {
+            e.encode(&mut bytes);
         }
         IndexWrite {
-            at: (self.persisted * OFFSET_ENTRY_BYTES) as u64,
+            at: (self.persisted * E::BYTES) as u64,
             cut_first: self.file_longer,
             bytes,
             entries_after: self.entries.len(),
@@ -107,126 +109,146 @@ impl OffsetIndex {
     }
 
     /// The file now holds the first `write.entries_after` entries (unless a truncation since).
-    pub fn mark_persisted(&mut self, write: &IndexWrite) {
+    fn mark_persisted(&mut self, write: &IndexWrite) {
         if write.entries_after <= self.entries.len() {
             self.persisted = write.entries_after;
             self.file_longer = false;
         }
+    }
+
+    /// Parses a file; `check` refuses entries that point outside the segment.
+    fn decode(bytes: &[u8], check: impl Fn(&E) -> bool) -> Result<Entries<E>, Damaged> {
+        if bytes.len() % E::BYTES != 0 {
+            return Err(Damaged("index length is not a whole number of entries"));
+        }
+        let mut out = Entries::default();
+        for raw in bytes.chunks_exact(E::BYTES) {
+            let e = E::decode(raw);
+            if !check(&e) {
+                return Err(Damaged("index entry points beyond the segment"));
+            }
+            if out.entries.last().is_some_and(|prev| !e.follows(prev)) {
+                return Err(Damaged("index entries do not ascend"));
+            }
+            out.entries.push(e);
+        }
+        out.persisted = out.entries.len();
+        Ok(out)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OffsetIndex(Entries<(u32, u32)>);
+
+impl OffsetIndex {
+    pub fn append(&mut self, relative_offset: u32, position: u32) {
+        let e = (relative_offset, position);
+        assert!(
+            self.0.entries.last().is_none_or(|prev| e.follows(prev)),
+            "index offsets and positions ascend"
+        );
+        self.0.entries.push(e);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.entries.len()
+    }
+
+    pub fn last(&self) -> Option<(u32, u32)> {
+        self.0.entries.last().copied()
+    }
+
+    pub fn first(&self) -> Option<(u32, u32)> {
+        self.0.entries.first().copied()
+    }
+
+    /// The entry with the largest offset at or below `relative_offset`, else the segment start.
+    pub fn lookup(&self, relative_offset: u32) -> (u32, u32) {
+        let e = &self.0.entries;
+        match e.partition_point(|&(o, _)| o <= relative_offset) {
+            0 => (0, 0),
+            i => e[i - 1],
+        }
+    }
+
+    /// The entry with the largest position at or below `position`, else the segment start.
+    pub fn lookup_position(&self, position: u32) -> (u32, u32) {
+        let e = &self.0.entries;
+        match e.partition_point(|&(_, p)| p <= position) {
+            0 => (0, 0),
+            i => e[i - 1],
+        }
+    }
+
+    /// Drops entries whose batch starts at or after `position`.
+    pub fn truncate_to_position(&mut self, position: u32) {
+        let keep = self.0.entries.partition_point(|&(_, p)| p < position);
+        self.0.truncate(keep);
+    }
+
+    pub fn unpersisted(&self) -> IndexWrite {
+        self.0.unpersisted()
+    }
+
+    pub fn mark_persisted(&mut self, write: &IndexWrite) {
+        self.0.mark_persisted(write)
     }
 
     /// Parses an index file; every entry must ascend and point inside the first `valid_bytes`
     /// of the segment.
     pub fn decode(bytes: &[u8], valid_bytes: u64) -> Result<OffsetIndex, Damaged> {
-        if bytes.len() % OFFSET_ENTRY_BYTES != 0 {
-            return Err(Damaged("index length is not a whole number of entries"));
-        }
-        let mut index = OffsetIndex::default();
-        for entry in bytes.chunks_exact(OFFSET_ENTRY_BYTES) {
-            let o = u32::from_be_bytes(entry[0..4].try_into().expect("4 bytes"));
-            let p = u32::from_be_bytes(entry[4..8].try_into().expect("4 bytes"));
-            if p as u64 >= valid_bytes {
-                return Err(Damaged("index entry points beyond the segment"));
-            }
-            if let Some(&(lo, lp)) = index.entries.last() {
-                if o <= lo || p <= lp {
-                    return Err(Damaged("index entries do not ascend"));
-                }
-            }
-            index.entries.push((o, p));
-        }
-        index.persisted = index.entries.len();
-        Ok(index)
+        Entries::decode(bytes, |&(_, p)| (p as u64) < valid_bytes).map(OffsetIndex)
     }
 }
 
 #[derive(Clone, Debug, Default)]
-pub(crate) struct TimeIndex {
-    entries: Vec<(i64, u32)>,
-    persisted: usize,
-    file_longer: bool,
-}
+pub(crate) struct TimeIndex(Entries<(i64, u32)>);
 
 impl TimeIndex {
-    /// Records that batches up to `relative_offset` have timestamps at most `timestamp`; kept
-    /// only when the timestamp grows, so the entries ascend in both fields.
+    /// Records that batches before `relative_offset` have timestamps at most `timestamp`; kept
+    /// only when both grow, so the entries ascend in both fields.
     pub fn maybe_append(&mut self, timestamp: i64, relative_offset: u32) {
-        match self.entries.last() {
-            Some(&(t, o)) if timestamp <= t || relative_offset <= o => {}
-            _ => self.entries.push((timestamp, relative_offset)),
+        let e = (timestamp, relative_offset);
+        if self.0.entries.last().is_none_or(|prev| e.follows(prev)) {
+            self.0.entries.push(e);
         }
     }
 
     pub fn last(&self) -> Option<(i64, u32)> {
-        self.entries.last().copied()
+        self.0.entries.last().copied()
     }
 
     /// Where to start scanning for the first batch with a timestamp at or above `timestamp`:
     /// the offset of the last entry below it, or the segment start.
     pub fn scan_start(&self, timestamp: i64) -> u32 {
-        let i = self.entries.partition_point(|&(t, _)| t < timestamp);
-        if i == 0 {
-            0
-        } else {
-            self.entries[i - 1].1
+        let e = &self.0.entries;
+        match e.partition_point(|&(t, _)| t < timestamp) {
+            0 => 0,
+            i => e[i - 1].1,
         }
     }
 
     /// Drops entries at or beyond `relative_offset`.
     pub fn truncate_to_offset(&mut self, relative_offset: u32) {
-        let keep = self.entries.partition_point(|&(_, o)| o < relative_offset);
-        if keep < self.persisted {
-            self.persisted = keep;
-            self.file_longer = true;
-        }
-        self.entries.truncate(keep);
+        let keep = self
+            .0
+            .entries
+            .partition_point(|&(_, o)| o < relative_offset);
+        self.0.truncate(keep);
     }
 
     pub fn unpersisted(&self) -> IndexWrite {
-        let mut bytes =
-            Vec::with_capacity((self.entries.len() - self.persisted) * TIME_ENTRY_BYTES);
-        for &(t, o) in &self.entries[self.persisted..] {
-            bytes.extend_from_slice(&t.to_be_bytes());
-            bytes.extend_from_slice(&o.to_be_bytes());
-        }
-        IndexWrite {
-            at: (self.persisted * TIME_ENTRY_BYTES) as u64,
-            cut_first: self.file_longer,
-            bytes,
-            entries_after: self.entries.len(),
-        }
+        self.0.unpersisted()
     }
 
     pub fn mark_persisted(&mut self, write: &IndexWrite) {
-        if write.entries_after <= self.entries.len() {
-            self.persisted = write.entries_after;
-            self.file_longer = false;
-        }
+        self.0.mark_persisted(write)
     }
 
     /// Parses a time index; offsets must not exceed `offset_limit` (relative: the segment's
     /// offset span, which the final entry of a sealed segment names).
     pub fn decode(bytes: &[u8], offset_limit: u64) -> Result<TimeIndex, Damaged> {
-        if bytes.len() % TIME_ENTRY_BYTES != 0 {
-            return Err(Damaged(
-                "time index length is not a whole number of entries",
-            ));
-        }
-        let mut index = TimeIndex::default();
-        for entry in bytes.chunks_exact(TIME_ENTRY_BYTES) {
-            let t = i64::from_be_bytes(entry[0..8].try_into().expect("8 bytes"));
-            let o = u32::from_be_bytes(entry[8..12].try_into().expect("4 bytes"));
-            if o as u64 > offset_limit {
-                return Err(Damaged("time index entry points beyond the segment"));
-            }
-            if let Some(&(lt, lo)) = index.entries.last() {
-                if t <= lt || o <= lo {
-                    return Err(Damaged("time index entries do not ascend"));
-                }
-            }
-            index.entries.push((t, o));
-        }
-        index.persisted = index.entries.len();
-        Ok(index)
+        Entries::decode(bytes, |&(_, o)| (o as u64) <= offset_limit).map(TimeIndex)
     }
 }
 

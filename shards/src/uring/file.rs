@@ -3,7 +3,7 @@
 //! Lives on: any shard. The descriptor is immutable and `Send`, so an owner shard can hand a
 //! segment's `File` to the shard serving a fetch; each shard submits to its own ring.
 
-use super::ops::{check, WriteChunk};
+use super::ops::{check, iovecs_after, WriteChunk};
 use super::Ring;
 use io_uring::{opcode, types};
 use std::ffi::CString;
@@ -115,7 +115,7 @@ impl File {
         let mut written = 0usize;
         let mut chunks = chunks;
         while written < total {
-            let iovecs = iovecs_from(&chunks, written);
+            let iovecs = iovecs_after(&chunks, written);
             let entry = opcode::Writev::new(
                 types::Fd(self.as_raw_fd()),
                 iovecs.as_ptr(),
@@ -165,25 +165,6 @@ impl File {
         let (res, _file) = Ring::current().run(entry, self.clone()).await;
         check(res).map(drop)
     }
-}
-
-/// iovecs for `chunks`, skipping the first `skip` bytes (after a short write).
-fn iovecs_from(chunks: &[WriteChunk], mut skip: usize) -> Vec<libc::iovec> {
-    let mut out = Vec::with_capacity(chunks.len());
-    for chunk in chunks {
-        let s = chunk.as_slice();
-        if skip >= s.len() {
-            skip -= s.len();
-            continue;
-        }
-        let s = &s[skip..];
-        skip = 0;
-        out.push(libc::iovec {
-            iov_base: s.as_ptr() as *mut libc::c_void,
-            iov_len: s.len(),
-        });
-    }
-    out
 }
 
 /// Removes a file by name.

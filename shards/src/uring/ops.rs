@@ -34,6 +34,30 @@ impl WriteChunk {
     }
 }
 
+/// iovecs for `chunks` after their first `skip` bytes (resuming after a short write), at most
+/// IOV_MAX of them; the rest go in a later call.
+pub(crate) fn iovecs_after(chunks: &[WriteChunk], mut skip: usize) -> Vec<libc::iovec> {
+    const IOV_MAX: usize = 1024;
+    let mut out = Vec::with_capacity(chunks.len().min(IOV_MAX));
+    for chunk in chunks {
+        let s = chunk.as_slice();
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        let s = &s[skip..];
+        skip = 0;
+        out.push(libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        });
+        if out.len() == IOV_MAX {
+            break;
+        }
+    }
+    out
+}
+
 /// Moves up to `len` bytes from `input` at `offset` into the pipe `pipe_write` without copying
 /// through user space. Returns the bytes moved.
 pub async fn splice_from_file(

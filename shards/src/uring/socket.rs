@@ -4,7 +4,7 @@
 //! A socket that cannot take more (EAGAIN) is polled for POLLOUT on the same ring, so a slow
 //! reader parks only its own connection.
 
-use super::ops::{check, WriteChunk};
+use super::ops::{check, iovecs_after, WriteChunk};
 use super::{File, Ring};
 use io_uring::{opcode, types};
 use std::io;
@@ -73,27 +73,6 @@ pub async fn send_all(fd: &SocketFd, chunks: Vec<WriteChunk>) -> io::Result<()> 
         }
     }
     Ok(())
-}
-
-fn iovecs_after(chunks: &[WriteChunk], mut skip: usize) -> Vec<libc::iovec> {
-    let mut out = Vec::with_capacity(chunks.len().min(1024));
-    for c in chunks {
-        let s = c.as_slice();
-        if skip >= s.len() {
-            skip -= s.len();
-            continue;
-        }
-        let s = &s[skip..];
-        skip = 0;
-        out.push(libc::iovec {
-            iov_base: s.as_ptr() as *mut libc::c_void,
-            iov_len: s.len(),
-        });
-        if out.len() == 1024 {
-            break; // IOV_MAX; the rest goes in the next send
-        }
-    }
-    out
 }
 
 /// A pipe for splicing, sized to `PIPE_BYTES` where the system allows.
