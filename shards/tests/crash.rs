@@ -20,6 +20,8 @@ const CHILD_DIR: &str = "FERRITE_CRASH_CHILD_DIR";
 const CHILD_MODE: &str = "FERRITE_CRASH_CHILD_MODE";
 const CHILD_FLUSH_MESSAGES: &str = "FERRITE_CRASH_CHILD_FLUSH_MESSAGES";
 const ROUNDS_PER_MODE: usize = 12;
+/// Longest a child may take to recover and open the log (a loaded CI machine).
+const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The batch written at `base`: its size and bytes follow from the offset alone.
 fn batch_at(base: i64) -> Bytes {
@@ -106,12 +108,21 @@ impl Rng {
     }
 }
 
-/// Runs the child until killed after `run_for`; returns the acknowledged (base, count) pairs.
+/// When the kill comes.
+#[derive(Copy, Clone)]
+enum Kill {
+    /// This long after the child has recovered and reported the log open.
+    AfterOpen(Duration),
+    /// This long after the child starts: maybe in the middle of its own recovery.
+    AfterStart(Duration),
+}
+
+/// Runs the child until killed; returns the acknowledged (base, count) pairs.
 fn run_child_and_kill(
     dir: &Path,
     mode: IoMode,
     flush_messages: i64,
-    run_for: Duration,
+    kill: Kill,
 ) -> Vec<(i64, i64)> {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
@@ -123,6 +134,7 @@ fn run_child_and_kill(
         .spawn()
         .expect("spawn child");
     let stdout = child.stdout.take().expect("piped stdout");
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut acks = Vec::new();
         let mut opened = false;
@@ -135,7 +147,10 @@ fn run_child_and_kill(
             };
             let mut parts = line.split_whitespace();
             match parts.next() {
-                Some("open") => opened = true,
+                Some("open") => {
+                    opened = true;
+                    let _ = opened_tx.send(());
+                }
                 Some("ack") => {
                     let base: i64 = parts.next().unwrap().parse().unwrap();
                     let count: i64 = parts.next().unwrap().parse().unwrap();
@@ -146,19 +161,26 @@ fn run_child_and_kill(
         }
         (opened, acks)
     });
-    // Wait for the child to have opened (recovered) before the clock starts.
     let started = Instant::now();
-    std::thread::sleep(run_for);
+    match kill {
+        Kill::AfterOpen(after) => {
+            let open = opened_rx.recv_timeout(OPEN_TIMEOUT);
+            assert!(
+                open.is_ok(),
+                "the child did not recover within {OPEN_TIMEOUT:?}"
+            );
+            std::thread::sleep(after);
+        }
+        Kill::AfterStart(after) => std::thread::sleep(after),
+    }
     unsafe {
         libc::kill(child.id() as i32, libc::SIGKILL);
     }
     let _ = child.wait();
     let (opened, acks) = reader.join().expect("reader thread");
-    assert!(
-        opened,
-        "child recovered and opened the log within {:?}",
-        started.elapsed()
-    );
+    if let Kill::AfterOpen(_) = kill {
+        assert!(opened, "opened, after {:?}", started.elapsed());
+    }
     acks
 }
 
@@ -169,12 +191,19 @@ fn crash_repeatedly(mode: IoMode) {
     let mut acked: BTreeMap<i64, i64> = BTreeMap::new();
     for round in 0..ROUNDS_PER_MODE {
         let flush_messages = if round % 3 == 0 { 1 } else { i64::MAX };
-        let run_for = Duration::from_millis(150 + rng.below(350));
-        let acks = run_child_and_kill(&path, mode, flush_messages, run_for);
-        assert!(
-            !acks.is_empty(),
-            "round {round}: the child acknowledged appends"
-        );
+        // Every fourth round the kill may land while the child is still recovering.
+        let kill = if round % 4 == 3 {
+            Kill::AfterStart(Duration::from_millis(rng.below(300)))
+        } else {
+            Kill::AfterOpen(Duration::from_millis(100 + rng.below(300)))
+        };
+        let acks = run_child_and_kill(&path, mode, flush_messages, kill);
+        if let Kill::AfterOpen(_) = kill {
+            assert!(
+                !acks.is_empty(),
+                "round {round}: the child acknowledged appends"
+            );
+        }
         for (base, count) in acks {
             acked.insert(base, count);
         }
