@@ -110,6 +110,34 @@ impl Drop for Wait<'_> {
     }
 }
 
+/// Opens once; every waiter, before or after, then passes.
+#[derive(Default)]
+pub struct Latch {
+    open: Cell<bool>,
+    opened: Notify,
+}
+
+impl Latch {
+    pub fn open(&self) {
+        self.open.set(true);
+        self.opened.notify_all();
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open.get()
+    }
+
+    pub async fn wait(&self) {
+        loop {
+            let seen = self.opened.generation();
+            if self.open.get() {
+                return;
+            }
+            self.opened.wait_past(seen).await;
+        }
+    }
+}
+
 /// Admits callers in arrival order while at most `capacity` units are held.
 ///
 /// A caller whose request alone exceeds the capacity is admitted when nothing else is held.

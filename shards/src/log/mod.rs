@@ -18,10 +18,12 @@ mod cache;
 mod checkpoint;
 mod epochs;
 mod flush;
+mod group;
 mod index;
 mod read;
 mod recovery;
 mod retention;
+mod roll;
 mod scan;
 mod segment;
 mod verified;
@@ -32,9 +34,9 @@ mod tests;
 
 pub use cache::BatchCache;
 pub use epochs::{EpochEntry, LeaderEpochCache};
+pub use group::AppendInfo;
 pub use read::{Chunk, FoundBatch, ReadResult};
 pub use retention::RetentionOutcome;
-pub use writer::AppendInfo;
 
 use crate::batch::{self, BatchHeader, BatchOrigin};
 use crate::config::{IoMode, LogConfig};
@@ -101,6 +103,10 @@ pub(crate) struct LogInner {
     /// Held while the segment list or the active segment changes shape: writes, rolls,
     /// truncation, retention, close.
     write_lock: Semaphore,
+    /// Truncation, retention and close waiting for (or holding) `write_lock`: the writer
+    /// finishes its writes in flight and holds back while this is non-zero.
+    exclusive_waiting: Cell<usize>,
+    exclusive_done: Notify,
     /// Serialises flushes so recovery points are written in order. Taken before `write_lock`
     /// by whoever needs both.
     flush_lock: Semaphore,
@@ -261,9 +267,7 @@ impl Log {
         let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
-        let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
-            return Err(Error::Closed(inner.dir.clone()));
-        };
+        let _write = writer::exclusive(inner).await?;
         let taken = inner.direct.borrow_mut().take();
         if let Some(direct) = taken {
             direct.close().await?;
@@ -280,9 +284,7 @@ impl Log {
     pub async fn delete(&self) -> Result<()> {
         let inner = &self.inner;
         writer::stop(inner).await;
-        let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
-            return Err(Error::Closed(inner.dir.clone()));
-        };
+        let _write = writer::exclusive(inner).await?;
         let taken = inner.direct.borrow_mut().take();
         if let Some(direct) = taken {
             direct.close().await?;

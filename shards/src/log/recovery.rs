@@ -103,6 +103,8 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         work: Notify::new(),
         appended: Notify::new(),
         write_lock: Semaphore::new(1),
+        exclusive_waiting: Cell::new(0),
+        exclusive_done: Notify::new(),
         flush_lock: Semaphore::new(1),
         sync_running: Cell::new(false),
         sync_done: Notify::new(),

@@ -2,7 +2,7 @@
 
 use super::scan::HeaderWalker;
 use super::segment::{DirectTail, Segment};
-use super::{flush, writer, LogInner};
+use super::{flush, roll, writer, LogInner};
 use crate::config::IoMode;
 use crate::error::{Error, Result};
 use std::rc::Rc;
@@ -29,9 +29,7 @@ impl super::Log {
                 ..Default::default()
             });
         }
-        let Ok(_lock) = inner.write_lock.acquire_permit(1).await else {
-            return Err(Error::Closed(inner.dir.clone()));
-        };
+        let _lock = writer::exclusive(inner).await?;
         let expired = |s: &Segment| {
             config.retention_ms >= 0
                 && s.max_timestamp >= 0
@@ -45,7 +43,7 @@ impl super::Log {
         };
         if roll_active {
             let next = inner.state.borrow().end_offset;
-            writer::roll(inner, next).await?;
+            roll::roll(inner, next).await?;
         }
         let doomed: Vec<Segment> = {
             let mut st = inner.state.borrow_mut();
@@ -91,9 +89,7 @@ impl super::Log {
         let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
-        let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
-            return Err(Error::Closed(inner.dir.clone()));
-        };
+        let _write = writer::exclusive(inner).await?;
         if offset >= self.log_end_offset() {
             return Ok(());
         }
@@ -126,9 +122,7 @@ impl super::Log {
         let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
-        let Ok(_write) = inner.write_lock.acquire_permit(1).await else {
-            return Err(Error::Closed(inner.dir.clone()));
-        };
+        let _write = writer::exclusive(inner).await?;
         restart_at(inner, offset).await
     }
 }

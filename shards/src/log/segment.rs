@@ -8,9 +8,11 @@ use super::index::{IndexWrite, OffsetIndex, TimeIndex};
 use super::verified::VerifiedRanges;
 use crate::batch::BatchHeader;
 use crate::error::{Error, Result};
+use crate::sync::Latch;
 use crate::uring::{self, File, WriteChunk};
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Preallocation step for direct-mode segments: O_DIRECT appends into reserved space do not
 /// wait on block allocation.
@@ -215,14 +217,28 @@ pub(crate) async fn trim_file(file: &File, size: u64) -> Result<()> {
 /// The O_DIRECT side of an active segment in direct mode.
 ///
 /// O_DIRECT writes whole aligned blocks, so the last partial block is kept in memory and
-/// rewritten, extended, by the next write. Writes to one segment are issued one at a time by
-/// the log's writer, so two writes never race on the same block.
+/// rewritten, extended, by the next write. Several writes may be in flight: each covers blocks
+/// after the previous one's, except its first block when it completes a partial block the
+/// previous write ended in — that one block waits for the previous write to finish, so the two
+/// writes of it reach the device in order.
 pub(crate) struct DirectTail {
-    dma: DmaFile,
-    /// Content of the last partial block (file size modulo the alignment).
+    dma: Rc<DmaFile>,
+    /// Content of the last partial block (file size modulo the alignment), as last prepared.
     tail: Vec<u8>,
     /// Bytes reserved by fallocate from the start of the file.
     allocated_bytes: u64,
+    /// Completion of the last prepared write.
+    last_write: Option<Rc<Latch>>,
+}
+
+/// A prepared O_DIRECT write: buffers filled, I/O not yet issued.
+pub(crate) struct DirectWrite {
+    dma: Rc<DmaFile>,
+    preallocate_to: Option<u64>,
+    /// The block shared with the previous write, and that write's completion.
+    head: Option<(DmaBuffer, u64, Option<Rc<Latch>>)>,
+    rest: Vec<(DmaBuffer, u64)>,
+    done: Rc<Latch>,
 }
 
 impl DirectTail {
@@ -237,42 +253,42 @@ impl DirectTail {
             .map_err(|e| Error::io("open O_DIRECT", path, e.into()))?;
         let tail = read_tail(file, size, dma.alignment()).await?;
         Ok(DirectTail {
-            dma,
+            dma: Rc::new(dma),
             tail,
             allocated_bytes: 0,
+            last_write: None,
         })
     }
 
-    /// Writes `chunks` at logical position `size`, rewriting the partial block before it.
-    ///
-    /// The aligned range is cut into pieces of at most `DIRECT_PIECE_BYTES`, written at once:
-    /// they cover disjoint blocks, so the device may complete them in any order, and each fits
-    /// glommio's registered buffer pool. Only the next call rewrites the last partial block,
-    /// after this one has completed.
-    pub async fn write(&mut self, size: u64, chunks: &[WriteChunk], path: &Path) -> Result<()> {
+    /// Copies `chunks`, which go at logical position `size`, into aligned buffers (with the
+    /// partial block before them) and returns the write to run.
+    pub fn prepare(&mut self, size: u64, chunks: &[WriteChunk]) -> DirectWrite {
         let align = self.dma.alignment();
         let start = size - self.tail.len() as u64;
         debug_assert_eq!(start % align, 0);
         let payload: usize = chunks.iter().map(|c| c.as_slice().len()).sum();
         let logical = self.tail.len() + payload;
         let aligned = self.dma.align_up(logical as u64);
-        if start + aligned > self.allocated_bytes {
-            // Reserve ahead and let the file size cover it, as fio does: O_DIRECT writes inside
-            // the file size do not extend it, which ext4 would otherwise serialise. Recovery
-            // cuts the zeroed reserve like any invalid tail; sealing trims it.
+        let preallocate_to = (start + aligned > self.allocated_bytes).then(|| {
+            // Reserve ahead and let the file size cover it, as fio does: O_DIRECT writes
+            // inside the file size do not extend it, which ext4 would otherwise serialise.
+            // Recovery cuts the zeroed reserve like any invalid tail; sealing trims it.
             let want = start + aligned + PREALLOCATE_STEP_BYTES;
-            self.dma
-                .pre_allocate(want, false)
-                .await
-                .map_err(|e| Error::io("fallocate", path, e.into()))?;
             self.allocated_bytes = want;
-        }
+            want
+        });
+        let shares_block = !self.tail.is_empty();
         let mut source = Stream::new(&self.tail, chunks);
-        let mut writes = Vec::new();
-        let mut piece_start = 0u64;
+        let mut head = None;
+        let mut rest = Vec::new();
         let mut new_tail = Vec::new();
+        let mut piece_start = 0u64;
         while piece_start < aligned {
-            let piece_len = (aligned - piece_start).min(DIRECT_PIECE_BYTES);
+            let piece_len = if shares_block && piece_start == 0 {
+                align
+            } else {
+                (aligned - piece_start).min(DIRECT_PIECE_BYTES)
+            };
             let mut buf = self.dma.alloc_dma_buffer(piece_len as usize);
             let out = buf.as_bytes_mut();
             let filled = source.fill(out);
@@ -283,31 +299,106 @@ impl DirectTail {
                 let from = tail_start - piece_start as usize;
                 new_tail = out[from..from + logical % align as usize].to_vec();
             }
-            writes.push(self.dma.write_at(buf, start + piece_start));
+            if shares_block && piece_start == 0 {
+                head = Some((buf, start, self.last_write.clone()));
+            } else {
+                rest.push((buf, start + piece_start));
+            }
             piece_start = piece_end;
         }
-        let results = futures::future::join_all(writes).await;
-        let mut written = 0usize;
-        for r in results {
-            written += r.map_err(|e| Error::io("write O_DIRECT", path, e.into()))?;
-        }
-        if written < logical {
-            return Err(Error::io(
-                "write O_DIRECT",
-                path,
-                std::io::Error::new(std::io::ErrorKind::WriteZero, "short O_DIRECT write"),
-            ));
-        }
         self.tail = new_tail;
+        let done = Rc::new(Latch::default());
+        self.last_write = Some(done.clone());
+        DirectWrite {
+            dma: self.dma.clone(),
+            preallocate_to,
+            head,
+            rest,
+            done,
+        }
+    }
+
+    /// After a failed write or a truncation to `size`: the partial block's content, read back
+    /// from `file`, and no write to wait for.
+    pub async fn reset(&mut self, size: u64, file: &File) -> Result<()> {
+        self.tail = read_tail(file, size, self.dma.alignment()).await?;
+        self.last_write = None;
+        self.allocated_bytes = 0;
         Ok(())
     }
 
     pub async fn close(self) -> Result<()> {
-        self.dma
-            .close()
+        let dma = Rc::try_unwrap(self.dma).map_err(|_| {
+            Error::io(
+                "close",
+                "O_DIRECT segment",
+                std::io::Error::other("a write is still in flight"),
+            )
+        })?;
+        dma.close()
             .await
             .map_err(|e| Error::io("close", "O_DIRECT segment", e.into()))
     }
+}
+
+impl DirectWrite {
+    /// Issues the pieces at once (the shared block after the previous write) and waits for all.
+    pub async fn run(self, path: &Path) -> Result<()> {
+        let done = self.done.clone();
+        let result = self.issue(path).await;
+        // Opened even on failure: the next write then fails too, and the writer resets.
+        done.open();
+        result
+    }
+
+    async fn issue(self, path: &Path) -> Result<()> {
+        let DirectWrite {
+            dma,
+            preallocate_to,
+            head,
+            rest,
+            done: _,
+        } = self;
+        if let Some(want) = preallocate_to {
+            dma.pre_allocate(want, false)
+                .await
+                .map_err(|e| Error::io("fallocate", path, e.into()))?;
+        }
+        let rest = futures::future::join_all(
+            rest.into_iter()
+                .map(|(buf, pos)| write_piece(&dma, buf, pos)),
+        );
+        let head = async {
+            match head {
+                None => Ok(()),
+                Some((buf, pos, after)) => {
+                    if let Some(previous) = after {
+                        previous.wait().await;
+                    }
+                    write_piece(&dma, buf, pos).await
+                }
+            }
+        };
+        let (head, rest) = futures::future::join(head, rest).await;
+        let io = |e: std::io::Error| Error::io("write O_DIRECT", path, e);
+        head.map_err(io)?;
+        for r in rest {
+            r.map_err(io)?;
+        }
+        Ok(())
+    }
+}
+
+async fn write_piece(dma: &DmaFile, buf: DmaBuffer, pos: u64) -> std::io::Result<()> {
+    let len = buf.len();
+    let written = dma.write_at(buf, pos).await?;
+    if written < len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            "short O_DIRECT write",
+        ));
+    }
+    Ok(())
 }
 
 /// The bytes of a write, in order: the partial block kept from before, then the chunks.

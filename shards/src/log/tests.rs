@@ -716,3 +716,56 @@ both_modes!(
         log.close().await.unwrap();
     }
 );
+
+both_modes!(
+    a_failed_write_fails_its_appends_and_leaves_the_log_as_it_was,
+    |dir: PathBuf, mode| async move {
+        let log = open(&dir, mode, LogConfig::default()).await;
+        let a = records(2, 100, 1);
+        append(&log, &a).await;
+        let size = log.size_bytes();
+        writer::faults::fail_next_writes(1);
+        let valid = log
+            .validate(&records(3, 100, 2), BatchOrigin::Client)
+            .unwrap();
+        let err = log.append(valid, 0).await.expect_err("the write fails");
+        assert!(err.is_disk_full(), "{err}");
+        assert_eq!(log.log_end_offset(), 2, "nothing moved");
+        assert_eq!(log.size_bytes(), size);
+        // Concurrent appends: a failing group fails; those after it are written after the end.
+        writer::faults::fail_next_writes(1);
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    let b = records(1, 300 + i, 10 + i as i64);
+                    let valid = log.validate(&b, BatchOrigin::Client).unwrap();
+                    log.append(valid, 0).await.map(|info| (info.base_offset, b))
+                })
+            })
+            .collect();
+        let mut ok = vec![(0i64, a.clone())];
+        let mut failed = 0;
+        for t in tasks {
+            match t.await {
+                Ok(x) => ok.push(x),
+                Err(e) => {
+                    assert!(e.is_disk_full());
+                    failed += 1;
+                }
+            }
+        }
+        assert!(failed >= 1, "the injected failure hit a group");
+        ok.sort_by_key(|(o, _)| *o);
+        let want: Vec<Bytes> = ok.iter().map(|(o, b)| stamped(b, *o, 0)).collect();
+        assert_eq!(
+            read_all(&log, 0).await,
+            want,
+            "contiguous: only acknowledged batches"
+        );
+        log.close().await.unwrap();
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert_eq!(read_all(&log, 0).await, want, "and so after reopening");
+        log.close().await.unwrap();
+    }
+);

@@ -1,0 +1,248 @@
+//! One write group: the queued appends that go out in one write, numbered and placed before the
+//! write, recorded in the log after it.
+
+use super::cache::CachedBatch;
+use super::writer::{Numbering, PendingAppend};
+use super::LogInner;
+use crate::batch::{self, BatchHeader, Stamp, STAMP_BYTES};
+use crate::config::IoMode;
+use crate::error::Error;
+use crate::types::now_ms;
+use crate::uring::WriteChunk;
+use bytes::Bytes;
+use std::rc::Rc;
+
+/// Batches written by one vectored write at most (two iovecs each, within IOV_MAX).
+const GROUP_BATCHES_MAX: usize = 500;
+/// Bytes one buffered write carries at most: the page cache takes big writes best.
+const GROUP_BYTES_MAX_BUFFERED: usize = 16 << 20;
+/// Bytes one direct write carries at most: smaller groups keep several writes in flight, so
+/// the device always has a queue, and a group fits glommio's registered buffers.
+const GROUP_BYTES_MAX_DIRECT: usize = 1 << 20;
+/// Recent batch positions kept for mapping a high watermark to a byte position.
+const RECENT_POSITIONS_MAX: usize = 4096;
+
+/// What an acknowledged append got.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub log_start_offset: i64,
+}
+
+/// A batch as placed in the file: position, header with its offsets, stamp, and the rest.
+pub(crate) struct Placed {
+    position: u64,
+    header: BatchHeader,
+    stamp: Stamp,
+    body: Bytes,
+}
+
+/// A group numbered and placed, ready to write at `position`.
+pub(crate) struct Group {
+    pub appends: Vec<PendingAppend>,
+    pub position: u64,
+    pub end_position: u64,
+    pub end_offset: i64,
+    pub chunks: Vec<WriteChunk>,
+    placed: Vec<Placed>,
+    infos: Vec<AppendInfo>,
+    records: i64,
+}
+
+/// Takes from the queue the appends that go into the active segment in one write, starting at
+/// `position` of a segment `segment_bytes` long at most. The first append always goes (into an
+/// empty segment, rolled by the caller, when it is big).
+pub(crate) fn take(inner: &LogInner, position: u64) -> Vec<PendingAppend> {
+    let segment_bytes = inner.config.borrow().segment_bytes;
+    let bytes_max = match inner.mode {
+        IoMode::Buffered => GROUP_BYTES_MAX_BUFFERED,
+        IoMode::Direct => GROUP_BYTES_MAX_DIRECT,
+    };
+    let mut queue = inner.queue.borrow_mut();
+    let mut group = Vec::new();
+    let (mut bytes, mut batches) = (0usize, 0usize);
+    while let Some(next) = queue.front() {
+        let fits_segment = position + (bytes + next.bytes) as u64 <= segment_bytes;
+        let fits_group =
+            bytes + next.bytes <= bytes_max && batches + next.batches.len() <= GROUP_BATCHES_MAX;
+        if !(group.is_empty() || fits_segment && fits_group) {
+            break;
+        }
+        bytes += next.bytes;
+        batches += next.batches.len();
+        group.push(queue.pop_front().expect("front exists"));
+    }
+    group
+}
+
+/// Numbers the group's batches from `next_offset` and lays them out from `position`: each
+/// batch becomes its stamped prefix followed by the client's bytes.
+pub(crate) fn place(
+    appends: Vec<PendingAppend>,
+    position: u64,
+    mut next_offset: i64,
+    log_start: i64,
+) -> std::result::Result<Group, (Vec<PendingAppend>, Error)> {
+    let batch_count: usize = appends.iter().map(|p| p.batches.len()).sum();
+    let mut chunks = Vec::with_capacity(batch_count * 2);
+    let mut placed = Vec::with_capacity(batch_count);
+    let mut infos = Vec::with_capacity(appends.len());
+    let mut pos = position;
+    let mut records = 0i64;
+    for append in &appends {
+        let mut first = None;
+        for b in &append.batches {
+            let (base, epoch) = match append.numbering {
+                Numbering::Assign { leader_epoch } => (next_offset, leader_epoch),
+                Numbering::Keep => {
+                    if b.header.base_offset < next_offset {
+                        let e = Error::OffsetOutOfRange {
+                            offset: b.header.base_offset,
+                            log_start,
+                            log_end: next_offset,
+                        };
+                        return Err((appends, e));
+                    }
+                    (b.header.base_offset, b.header.partition_leader_epoch)
+                }
+            };
+            let stamp: Stamp = batch::stamp(&b.bytes, base, epoch);
+            let mut header = b.header;
+            header.base_offset = base;
+            header.partition_leader_epoch = epoch;
+            let body = b.bytes.slice(STAMP_BYTES..);
+            chunks.push(WriteChunk::Stamp(stamp));
+            chunks.push(WriteChunk::Shared(body.clone()));
+            placed.push(Placed {
+                position: pos,
+                header,
+                stamp,
+                body,
+            });
+            first.get_or_insert(base);
+            pos += b.bytes.len() as u64;
+            next_offset = header.last_offset() + 1;
+            records += header.record_count as i64;
+        }
+        infos.push(AppendInfo {
+            base_offset: first.expect("non-empty append"),
+            last_offset: next_offset - 1,
+            log_start_offset: log_start,
+        });
+    }
+    Ok(Group {
+        appends,
+        position,
+        end_position: pos,
+        end_offset: next_offset,
+        chunks,
+        placed,
+        infos,
+        records,
+    })
+}
+
+impl Group {
+    /// The group reached the file: indexes, log end, cache and waiting readers move on; then
+    /// the appends are acknowledged (after an fdatasync when the flush policy asks for one).
+    pub(crate) fn written(self, inner: &Rc<LogInner>) {
+        record(inner, &self.placed);
+        let flush_messages = inner.config.borrow().flush_messages;
+        let must_flush = {
+            let mut st = inner.state.borrow_mut();
+            st.unflushed_messages += self.records;
+            st.unflushed_messages >= flush_messages
+        };
+        if !must_flush {
+            for (p, info) in self.appends.into_iter().zip(self.infos) {
+                p.acknowledge(Ok(info));
+            }
+            return;
+        }
+        // The acknowledgement waits for stable storage; the writer goes on meanwhile, and one
+        // fdatasync covers every group written before it.
+        let inner = inner.clone();
+        let (appends, infos) = (self.appends, self.infos);
+        glommio::spawn_local(async move {
+            let synced = super::flush::sync_data(&inner).await;
+            for (p, info) in appends.into_iter().zip(infos) {
+                p.acknowledge(match &synced {
+                    Ok(()) => Ok(info),
+                    Err(e) => Err(e.duplicate()),
+                });
+            }
+        })
+        .detach();
+    }
+
+    pub(crate) fn failed(self, error: &Error) {
+        fail(self.appends, error);
+    }
+}
+
+pub(crate) fn fail(appends: Vec<PendingAppend>, error: &Error) {
+    for p in appends {
+        p.acknowledge(Err(error.duplicate()));
+    }
+}
+
+/// Moves the indexes, the log end and the cache forward over batches now in the file.
+fn record(inner: &Rc<LogInner>, placed: &[Placed]) {
+    let now = now_ms();
+    let index_interval = inner.config.borrow().index_interval_bytes;
+    let mut epochs_changed = false;
+    {
+        let mut st = inner.state.borrow_mut();
+        let st = &mut *st;
+        let start = placed.first().map(|p| p.position).unwrap_or(0);
+        let active = st.segments.last_mut().expect("active segment");
+        for p in placed {
+            active.record_batch(p.position, &p.header, index_interval);
+        }
+        active.verified.insert(start, active.size);
+        active.first_append_ms.get_or_insert(now);
+        for p in placed {
+            if st.recent_positions.len() == RECENT_POSITIONS_MAX {
+                st.recent_positions.pop_front();
+            }
+            st.recent_positions
+                .push_back((p.header.base_offset, p.position));
+            epochs_changed |= inner
+                .epochs
+                .borrow_mut()
+                .assign(p.header.partition_leader_epoch, p.header.base_offset);
+        }
+        st.end_offset = active.next_offset;
+        st.oldest_unflushed_ms.get_or_insert(now);
+    }
+    if let Some((cache, entries)) = &inner.cache {
+        for p in placed {
+            cache.insert(
+                entries,
+                CachedBatch {
+                    base_offset: p.header.base_offset,
+                    last_offset: p.header.last_offset(),
+                    stamp: p.stamp,
+                    body: p.body.clone(),
+                },
+            );
+        }
+    }
+    let stats = &inner.stats;
+    stats
+        .appended_batches
+        .set(stats.appended_batches.get() + placed.len() as u64);
+    let bytes: u64 = placed.iter().map(|p| p.header.total_bytes() as u64).sum();
+    stats.appended_bytes.set(stats.appended_bytes.get() + bytes);
+    if epochs_changed {
+        let inner = inner.clone();
+        glommio::spawn_local(async move {
+            if let Err(e) = super::flush::store_epochs(&inner).await {
+                tracing::error!(log = %inner.dir.display(), error = %e, "storing leader epochs failed");
+            }
+        })
+        .detach();
+    }
+    inner.appended.notify_all();
+}
