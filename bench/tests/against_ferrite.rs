@@ -1,0 +1,266 @@
+//! ferrite-bench against a real Ferrite broker (the workspace's `ferrite` binary).
+
+use ferrite_bench::partitioner::partition_for_key;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The broker binary built beside this test (`target/<profile>/ferrite`).
+fn ferrite_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target directory");
+    let bin = dir.join("ferrite");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the broker (cargo build -p ferrite)",
+        bin.display()
+    );
+    bin
+}
+
+struct Broker {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Broker {
+    fn start(extra: &[&str]) -> Broker {
+        let dir = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(ferrite_binary())
+            .args(["serve", "--listen", &addr, "--cores", "2", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start ferrite");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "broker did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Broker {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bench(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite-bench"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ferrite-bench");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ferrite-bench {args:?} did not finish in {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("the JSON file")).expect("valid JSON")
+}
+
+fn assert_latencies(v: &serde_json::Value) {
+    for k in ["p50", "p90", "p99", "p999", "p9999", "max"] {
+        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {v}");
+    }
+    assert!(v["p50"].as_f64() <= v["p99"].as_f64() && v["p99"].as_f64() <= v["max"].as_f64());
+}
+
+#[test]
+fn produce_then_consume_a_known_set() {
+    let broker = Broker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let produced = dir.path().join("produce.json");
+    let out = bench(&[
+        "produce",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "known",
+        "--create",
+        "--partitions",
+        "4",
+        "--messages",
+        "20000",
+        "--size",
+        "300",
+        "--producers",
+        "2",
+        "--keys",
+        "7",
+        "--partitioner",
+        "hash",
+        "--compression",
+        "lz4",
+        "--batch-bytes",
+        "16384",
+        "--json",
+        produced.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = json(&produced);
+    assert_eq!(p["mode"], "produce");
+    assert_eq!(p["messages"], 20000);
+    assert_eq!(p["bytes"], 20000 * 300);
+    assert_eq!(p["errors"], 0);
+    assert!(p["msgs_per_sec"].as_f64().unwrap() > 0.0);
+    assert_latencies(&p["latency_ms"]);
+    let consumed = dir.path().join("consume.json");
+    let out = bench(&[
+        "consume",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "known",
+        "--size",
+        "300",
+        "--consumers",
+        "2",
+        "--verify",
+        "--json",
+        consumed.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = json(&consumed);
+    assert_eq!(c["mode"], "consume");
+    assert_eq!(c["messages"], 20000, "every record read back");
+    assert_eq!(c["verify_failures"], 0, "every value as sent");
+    assert_eq!(c["duplicates"], 0, "no record twice");
+    assert_eq!(c["errors"], 0);
+    // Keyed records landed where the Java client's partitioner puts them.
+    let listing = Command::new("kcat")
+        .args([
+            "-b",
+            &broker.addr,
+            "-C",
+            "-t",
+            "known",
+            "-e",
+            "-q",
+            "-f",
+            "%p %k\n",
+            "-o",
+            "beginning",
+        ])
+        .output()
+        .expect("kcat");
+    let text = String::from_utf8(listing.stdout).unwrap();
+    let mut checked = 0;
+    for line in text.lines() {
+        let (p, key) = line.split_once(' ').unwrap();
+        assert_eq!(
+            p.parse::<usize>().unwrap(),
+            partition_for_key(key.as_bytes(), 4),
+            "{key}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 20000);
+}
+
+#[test]
+fn e2e_at_a_fixed_rate_reports_end_to_end_latency() {
+    let broker = Broker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e2e.json");
+    let out = bench(&[
+        "e2e",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "timed",
+        "--create",
+        "--messages",
+        "4000",
+        "--rate",
+        "2000",
+        "--size",
+        "100",
+        "--linger-ms",
+        "1",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("end-to-end latency ms"), "{stdout}");
+    let e = json(&path);
+    assert_eq!(e["mode"], "e2e");
+    assert_eq!(e["produced"]["messages"], 4000);
+    assert_eq!(e["messages"], 4000, "every produced record consumed");
+    assert_latencies(&e["e2e_latency_ms"]);
+    assert_latencies(&e["latency_ms"]);
+    // Two seconds at 2000/s: the open-loop schedule paced the run.
+    let seconds = e["seconds"].as_f64().unwrap();
+    assert!(seconds >= 1.9, "ran {seconds} s");
+}
+
+#[test]
+fn broker_errors_are_counted_by_code() {
+    let broker = Broker::start(&["--set", "message.max.bytes=2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("errors.json");
+    let out = bench(&[
+        "produce",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "small",
+        "--create",
+        "--messages",
+        "50",
+        "--size",
+        "5000",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "errors make the run fail");
+    let e = json(&path);
+    assert_eq!(e["messages"], 0);
+    assert_eq!(e["errors"], 50);
+    assert_eq!(e["errors_by_code"]["10"], 50, "MESSAGE_TOO_LARGE: {e}");
+}
