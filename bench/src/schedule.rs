@@ -97,8 +97,8 @@ mod tests {
         );
         assert_eq!(latencies[50], 100, "the stalled message");
         // Messages 51..149 were due during the stall and went out late, each by its own share.
-        for i in 51..150 {
-            assert_eq!(latencies[i], 150 - i as u64, "message {i}");
+        for (i, latency) in latencies.iter().enumerate().take(150).skip(51) {
+            assert_eq!(*latency, 150 - i as u64, "message {i}");
         }
         assert!(latencies[151..].iter().all(|&l| l == 0), "caught up after");
         // A closed-loop measure (sent time to sent time) would have seen only one slow message.
