@@ -5,14 +5,14 @@
 use crate::client::{
     batch_headers, decode_response, encode_request, read_frame, Conn, TopicLayout,
 };
-use crate::producer::{epoch_micros, payload, BENCH_HEADER};
+use crate::producer::{epoch_micros, payload};
+use crate::records::tags;
 use crate::stats::{Local, Stats};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::TcpStream;
@@ -223,35 +223,22 @@ impl Consumer {
                 count += records_in_batch.max(0) as u64;
                 continue;
             }
-            let mut b = batch.clone();
-            let Ok(set) = RecordBatchDecoder::decode(&mut b) else {
-                self.stats.verify_failures.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            for r in set.records {
+            for tag in tags(&batch, expected) {
                 count += 1;
-                let tag = r
-                    .headers
-                    .get(&StrBytes::from_static_str(BENCH_HEADER))
-                    .cloned()
-                    .flatten();
-                let Some(tag) = tag.filter(|t| t.len() == 16) else {
+                let Some(t) = tag else {
                     if self.cfg.verify {
                         self.stats.verify_failures.fetch_add(1, Ordering::Relaxed);
                     }
                     continue;
                 };
-                let sent_us = u64::from_be_bytes(tag[0..8].try_into().expect("8 bytes"));
                 if self.cfg.e2e {
-                    local.record_e2e_us(now_us.saturating_sub(sent_us));
+                    local.record_e2e_us(now_us.saturating_sub(t.sent_us));
                 }
                 if self.cfg.verify {
-                    let producer = u32::from_be_bytes(tag[8..12].try_into().expect("4 bytes"));
-                    let seq = u32::from_be_bytes(tag[12..16].try_into().expect("4 bytes"));
-                    if !seen.insert((producer, seq)) {
+                    if !seen.insert((t.producer, t.seq)) {
                         self.stats.duplicates.fetch_add(1, Ordering::Relaxed);
                     }
-                    if r.value.as_ref() != Some(expected) {
+                    if !t.value_ok {
                         self.stats.verify_failures.fetch_add(1, Ordering::Relaxed);
                     }
                 }

@@ -5,5 +5,6 @@ pub mod client;
 pub mod consumer;
 pub mod partitioner;
 pub mod producer;
+pub mod records;
 pub mod schedule;
 pub mod stats;

@@ -7,17 +7,15 @@
 
 use crate::client::{decode_response, encode_request, read_frame, Conn, TopicLayout};
 use crate::partitioner::{partition_for_key, Partitioner};
+use crate::records::{encode_batch, OutRecord};
 use crate::schedule::{Clock, Schedule, SystemClock};
 use crate::stats::{Local, Stats};
 use anyhow::{Context, Result};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
+use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
@@ -25,8 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The header every bench record carries.
-pub const BENCH_HEADER: &str = "fb";
 /// Produce requests in flight per connection (Kafka's max.in.flight.requests.per.connection).
 const IN_FLIGHT_MAX: usize = 5;
 /// How long the end of a run waits for outstanding acknowledgements.
@@ -210,7 +206,7 @@ impl Pipe {
 /// Records waiting to be sent to one partition.
 #[derive(Default)]
 struct Accumulator {
-    records: Vec<Record>,
+    records: Vec<OutRecord>,
     due: Vec<Instant>,
     bytes: usize,
     first_at: Option<Instant>,
@@ -325,27 +321,17 @@ impl Producer {
         Ok(seq)
     }
 
-    fn record(&self, key: Option<Bytes>, value: Bytes, due: Instant, seq: u64) -> Record {
-        let mut tag = BytesMut::with_capacity(16);
-        tag.extend_from_slice(&epoch_micros(due).to_be_bytes());
-        tag.extend_from_slice(&self.id.to_be_bytes());
-        tag.extend_from_slice(&(seq as u32).to_be_bytes());
-        let mut headers = IndexMap::with_capacity(1);
-        headers.insert(StrBytes::from_static_str(BENCH_HEADER), Some(tag.freeze()));
-        Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: (epoch_micros(due) / 1000) as i64,
+    fn record(&self, key: Option<Bytes>, value: Bytes, due: Instant, seq: u64) -> OutRecord {
+        let sent_us = epoch_micros(due);
+        let mut tag = [0u8; 16];
+        tag[0..8].copy_from_slice(&sent_us.to_be_bytes());
+        tag[8..12].copy_from_slice(&self.id.to_be_bytes());
+        tag[12..16].copy_from_slice(&(seq as u32).to_be_bytes());
+        OutRecord {
             key,
-            value: Some(value),
-            headers,
+            value,
+            timestamp_ms: (sent_us / 1000) as i64,
+            tag,
         }
     }
 
@@ -363,26 +349,13 @@ impl Producer {
             if acc.records.is_empty() || !ready(i, acc) {
                 continue;
             }
-            // The encoder starts a new batch when offset - sequence changes: number them.
-            for (k, r) in acc.records.iter_mut().enumerate() {
-                r.offset = k as i64;
-                r.sequence = k as i32 - 1;
-            }
-            let mut buf = BytesMut::new();
-            RecordBatchEncoder::encode(
-                &mut buf,
-                &acc.records,
-                &RecordEncodeOptions {
-                    version: 2,
-                    compression: self.cfg.compression,
-                },
-            )?;
+            let batch = encode_batch(&acc.records, self.cfg.compression)?;
             let leader = self.layout.leaders[&partitions[i]].clone();
             let entry = by_leader.entry(leader).or_default();
             entry.0.push(
                 PartitionProduceData::default()
                     .with_index(partitions[i])
-                    .with_records(Some(buf.freeze())),
+                    .with_records(Some(batch)),
             );
             entry.1.push(SentPart {
                 partition: partitions[i],

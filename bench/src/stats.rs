@@ -143,7 +143,15 @@ fn percentiles(h: &Histogram<u64>) -> Option<Value> {
         return None;
     }
     let ms = |v: u64| v as f64 / 1000.0;
+    // Percentile curve for plots: (percentile, ms) from the median out to the maximum.
+    let curve: Vec<(f64, f64)> = [
+        50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+    ]
+    .iter()
+    .map(|&p| (p, ms(h.value_at_quantile(p / 100.0))))
+    .collect();
     Some(json!({
+        "curve": curve,
         "p50": ms(h.value_at_quantile(0.5)),
         "p90": ms(h.value_at_quantile(0.9)),
         "p99": ms(h.value_at_quantile(0.99)),
