@@ -14,6 +14,8 @@ use std::time::Instant;
 /// that finds one running waits for it, then syncs again only if its data came after.
 pub(crate) async fn sync_data(inner: &Rc<LogInner>) -> Result<()> {
     let target = inner.state.borrow().end_offset;
+    // Data in segments rolled since is made durable by their seals.
+    super::roll::wait_for_seals(inner).await?;
     loop {
         if inner.state.borrow().flushed_offset >= target {
             return Ok(());

@@ -113,6 +113,10 @@ pub(crate) struct LogInner {
     /// One fdatasync at a time; others wait for it (see `flush::sync_data`).
     sync_running: Cell<bool>,
     sync_done: Notify,
+    /// Seals of rolled segments still running (see `roll::roll`); flushes wait for them.
+    pending_seals: RefCell<Vec<Rc<crate::sync::Latch>>>,
+    /// The first seal that failed, reported by the next flush.
+    seal_failure: RefCell<Option<Error>>,
     /// The O_DIRECT writer of the active segment (direct mode); used under `write_lock`.
     direct: RefCell<Option<segment::DirectTail>>,
     cache: Option<(Rc<BatchCache>, cache::Entries)>,

@@ -108,6 +108,8 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         flush_lock: Semaphore::new(1),
         sync_running: Cell::new(false),
         sync_done: Notify::new(),
+        pending_seals: RefCell::new(Vec::new()),
+        seal_failure: RefCell::new(None),
         direct: RefCell::new(direct),
         cache: options.cache.map(|c| (c, cache::BatchCache::new_entries())),
         closed: Cell::new(false),
