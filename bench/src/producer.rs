@@ -267,6 +267,7 @@ impl Producer {
         let deadline = cfg.duration.map(|d| start + d);
         let mut next_partition = self.id as usize % partitions.len();
         let mut seq: u64 = 0;
+        let mut next_linger_check = start;
         loop {
             if share.is_some_and(|s| seq >= s)
                 || deadline.is_some_and(|d| Instant::now() >= d)
@@ -301,15 +302,18 @@ impl Producer {
             if acc.bytes >= cfg.batch_bytes {
                 self.flush(&mut pipes, &partitions, &mut accs, |i, _| i == slot)?;
             }
+            // Lingering batches are looked for at most every tenth of the linger (at least every
+            // 100 µs), not per record: a scan is as long as the partition count.
             let now = Instant::now();
-            if accs.iter().any(|a| {
-                a.first_at
-                    .is_some_and(|t| now.saturating_duration_since(t) >= cfg.linger)
-            }) {
-                self.flush(&mut pipes, &partitions, &mut accs, |_, a| {
+            if now >= next_linger_check {
+                next_linger_check = now + (cfg.linger / 10).max(Duration::from_micros(100));
+                let lingered = |a: &Accumulator| {
                     a.first_at
                         .is_some_and(|t| now.saturating_duration_since(t) >= cfg.linger)
-                })?;
+                };
+                if accs.iter().any(lingered) {
+                    self.flush(&mut pipes, &partitions, &mut accs, |_, a| lingered(a))?;
+                }
             }
         }
         self.flush(&mut pipes, &partitions, &mut accs, |_, a| {

@@ -19,6 +19,8 @@ const GROUP_BYTES_MAX_BUFFERED: usize = 16 << 20;
 /// Bytes one direct write carries at most: smaller groups keep several writes in flight, so
 /// the device always has a queue, and a group fits glommio's registered buffers.
 const GROUP_BYTES_MAX_DIRECT: usize = 1 << 20;
+/// Page-cache bytes of the active segment after which their writeback is started.
+const WRITEBACK_STEP_BYTES: u64 = 8 << 20;
 /// Recent batch positions kept for mapping a high watermark to a byte position.
 const RECENT_POSITIONS_MAX: usize = 4096;
 
@@ -148,6 +150,7 @@ impl Group {
     /// the appends are acknowledged (after an fdatasync when the flush policy asks for one).
     pub(crate) fn written(self, inner: &Rc<LogInner>) {
         record(inner, &self.placed);
+        start_writeback_if_due(inner);
         let flush_messages = inner.config.borrow().flush_messages;
         let must_flush = {
             let mut st = inner.state.borrow_mut();
@@ -185,6 +188,35 @@ pub(crate) fn fail(appends: Vec<PendingAppend>, error: &Error) {
     for p in appends {
         p.acknowledge(Err(error.duplicate()));
     }
+}
+
+/// Buffered mode: once `WRITEBACK_STEP_BYTES` of new data sit in the page cache, start their
+/// writeback without waiting. The device then takes data steadily, so the periodic fdatasync
+/// of the recovery point finds little left to write and appends do not queue behind it.
+fn start_writeback_if_due(inner: &Rc<LogInner>) {
+    if inner.mode != IoMode::Buffered {
+        return;
+    }
+    let (file, from, to) = {
+        let mut st = inner.state.borrow_mut();
+        let size = st.active().size;
+        let base = st.active().base_offset;
+        if st.writeback.0 != base {
+            st.writeback = (base, 0);
+        }
+        let from = st.writeback.1;
+        if size < from + WRITEBACK_STEP_BYTES {
+            return;
+        }
+        st.writeback.1 = size;
+        (st.active().file.clone(), from, size)
+    };
+    glommio::spawn_local(async move {
+        if let Err(e) = file.start_writeback(from, (to - from) as u32).await {
+            tracing::debug!(file = %file.path().display(), error = %e, "starting writeback failed");
+        }
+    })
+    .detach();
 }
 
 /// Moves the indexes, the log end and the cache forward over batches now in the file.

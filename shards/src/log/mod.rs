@@ -139,6 +139,8 @@ pub(crate) struct LogState {
     last_checkpoint_ms: i64,
     /// Where recent reads ended, so the next read from there skips the index walk.
     read_hints: VecDeque<read::ReadHint>,
+    /// (segment base, position) up to which writeback of the active segment has been started.
+    writeback: (i64, u64),
     /// (base offset, position) of recent batches of the active segment: maps a high watermark
     /// to a byte position without reading headers.
     recent_positions: VecDeque<(i64, u64)>,

@@ -94,6 +94,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             oldest_unflushed_ms: None,
             last_checkpoint_ms: now_ms(),
             read_hints: VecDeque::new(),
+            writeback: (-1, 0),
             recent_positions: VecDeque::new(),
         }),
         epochs: RefCell::new(epochs),

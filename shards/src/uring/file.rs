@@ -156,6 +156,18 @@ impl File {
         check(res).map(drop)
     }
 
+    /// Starts writeback of `len` bytes at `pos` without waiting for it (sync_file_range with
+    /// SYNC_FILE_RANGE_WRITE): dirty pages go to the device steadily instead of all at the
+    /// next fdatasync.
+    pub async fn start_writeback(&self, pos: u64, len: u32) -> io::Result<()> {
+        let entry = opcode::SyncFileRange::new(types::Fd(self.as_raw_fd()), len)
+            .offset(pos)
+            .flags(libc::SYNC_FILE_RANGE_WRITE)
+            .build();
+        let (res, _file) = Ring::current().run(entry, self.clone()).await;
+        check(res).map(drop)
+    }
+
     /// Reserves `len` bytes at `pos` without changing the file size.
     pub async fn preallocate(&self, pos: u64, len: u64) -> io::Result<()> {
         let entry = opcode::Fallocate::new(types::Fd(self.as_raw_fd()), len)
