@@ -245,6 +245,7 @@ def plots(scenarios, results, out_dir):
                 drew = True
         if drew:
             ax.set_xscale("log")
+            ax.set_yscale("log")
             ticks = [2, 10, 100, 1000, 10000, 100000]
             ax.set_xticks(ticks)
             ax.set_xticklabels(["p50", "p90", "p99", "p99.9", "p99.99", "p99.999"])
