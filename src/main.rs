@@ -3,6 +3,7 @@
 mod cli;
 mod config;
 mod controller;
+mod groups;
 mod handlers;
 mod metadata;
 mod protocol;

@@ -14,8 +14,14 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Key {
-    Offset { group: String, topic: String, partition: i32 },
-    Group { group: String },
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+    },
+    Group {
+        group: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,7 +105,9 @@ impl Reader {
         }
         self.need(len as usize)?;
         let b = self.0.split_to(len as usize);
-        String::from_utf8(b.to_vec()).map(Some).map_err(|_| Malformed("string is not UTF-8"))
+        String::from_utf8(b.to_vec())
+            .map(Some)
+            .map_err(|_| Malformed("string is not UTF-8"))
     }
     fn string(&mut self) -> Result<String, Malformed> {
         self.nullable()?.ok_or(Malformed("null string"))
@@ -146,12 +154,6 @@ impl Key {
             }),
             2 => Ok(Key::Group { group: r.string()? }),
             _ => Err(Malformed("unknown key version")),
-        }
-    }
-
-    pub fn group(&self) -> &str {
-        match self {
-            Key::Offset { group, .. } | Key::Group { group } => group,
         }
     }
 }

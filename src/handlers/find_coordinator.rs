@@ -1,6 +1,6 @@
 //! FindCoordinator: on a single broker, this broker coordinates every group (and would every
-//! transaction). Group membership itself is a later part of Ferrite; the API is served now
-//! because librdkafka before 2.11 enables LZ4 only when FindCoordinator v0 is advertised.
+//! transaction). The first group lookup creates `__consumer_offsets`, as Kafka does, so the
+//! coordinator is ready when the client's JoinGroup arrives.
 
 use super::{errors, Request, Response};
 use crate::server::shard::Shard;
@@ -8,7 +8,18 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-pub fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) -> Response {
+/// FindCoordinator's key type for consumer groups.
+const GROUP_KEY: i8 = 0;
+
+pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) -> Response {
+    if body.key_type == GROUP_KEY {
+        if let Err(code) = crate::groups::ensure_offsets_topic(shard).await {
+            let resp = FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_node_id(BrokerId(-1));
+            return req.respond(ApiKey::FindCoordinator, &resp);
+        }
+    }
     let metadata = shard.metadata();
     let Some(me) = metadata
         .brokers

@@ -9,16 +9,25 @@
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_configs;
+mod describe_groups;
 pub mod errors;
 mod fetch;
 mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_fetch;
 mod produce;
-mod routing;
+pub mod routing;
+mod sync_group;
 
 use crate::protocol::{self, legacy, PeekedHeader};
 use crate::server::send::OutChunk;
@@ -56,6 +65,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 fn supported(api_key: i16) -> Option<(ApiKey, i16, i16)> {
@@ -69,6 +87,10 @@ fn supported(api_key: i16) -> Option<(ApiKey, i16, i16)> {
 pub struct Request {
     pub version: i16,
     pub correlation_id: i32,
+    /// The client's `client.id` ("" when it sent none).
+    pub client_id: String,
+    /// Where the connection comes from, as Kafka shows it: "/" and the peer's address.
+    pub client_host: Rc<str>,
 }
 
 impl Request {
@@ -85,7 +107,7 @@ impl Request {
 }
 
 /// Decodes and serves one request frame.
-pub async fn handle(shard: Rc<Shard>, mut frame: Bytes) -> Response {
+pub async fn handle(shard: Rc<Shard>, mut frame: Bytes, client_host: Rc<str>) -> Response {
     let Some(peek) = protocol::peek_header(&frame) else {
         return Response::Close(format!(
             "a {}-byte frame is too short for a request header",
@@ -103,9 +125,10 @@ pub async fn handle(shard: Rc<Shard>, mut frame: Bytes) -> Response {
     if !(min..=max).contains(&version) {
         return unsupported_version(api_key, peek, min, max);
     }
-    if let Err(e) = kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
-        return Response::Close(format!("bad request header: {e:#}"));
-    }
+    let header = match kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
+        Ok(h) => h,
+        Err(e) => return Response::Close(format!("bad request header: {e:#}")),
+    };
     let body = match RequestKind::decode(api_key, &mut frame, version) {
         Ok(b) => b,
         Err(e) => return Response::Close(format!("bad {api_key:?} v{version} request: {e:#}")),
@@ -113,13 +136,24 @@ pub async fn handle(shard: Rc<Shard>, mut frame: Bytes) -> Response {
     let req = Request {
         version,
         correlation_id: peek.correlation_id,
+        client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
+        client_host,
     };
     match body {
         RequestKind::Produce(r) => produce::handle(&shard, &req, r).await,
         RequestKind::Fetch(r) => fetch::handle(&shard, &req, r).await,
         RequestKind::ListOffsets(r) => list_offsets::handle(&shard, &req, r).await,
         RequestKind::Metadata(r) => metadata::handle(&shard, &req, r).await,
-        RequestKind::FindCoordinator(r) => find_coordinator::handle(&shard, &req, r),
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(&shard, &req, r).await,
+        RequestKind::JoinGroup(r) => join_group::handle(&shard, &req, r).await,
+        RequestKind::SyncGroup(r) => sync_group::handle(&shard, &req, r).await,
+        RequestKind::Heartbeat(r) => heartbeat::handle(&shard, &req, r).await,
+        RequestKind::LeaveGroup(r) => leave_group::handle(&shard, &req, r).await,
+        RequestKind::OffsetCommit(r) => offset_commit::handle(&shard, &req, r).await,
+        RequestKind::OffsetFetch(r) => offset_fetch::handle(&shard, &req, r).await,
+        RequestKind::ListGroups(r) => list_groups::handle(&shard, &req, r).await,
+        RequestKind::DescribeGroups(r) => describe_groups::handle(&shard, &req, r).await,
+        RequestKind::DeleteGroups(r) => delete_groups::handle(&shard, &req, r).await,
         RequestKind::ApiVersions(r) => api_versions::handle(&req, r),
         RequestKind::CreateTopics(r) => create_topics::handle(&shard, &req, r).await,
         RequestKind::DeleteTopics(r) => delete_topics::handle(&shard, &req, r).await,

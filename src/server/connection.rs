@@ -52,7 +52,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
     let writer = ConnectionWriter::new(fd.clone(), shard.config.broker.fetch_zero_copy);
     let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
-    let why = read_requests(&shard, stream, tx).await;
+    let client_host: Rc<str> = match stream.peer_addr() {
+        Ok(a) => Rc::from(format!("/{}", a.ip())),
+        Err(_) => Rc::from("/unknown"),
+    };
+    let why = read_requests(&shard, stream, tx, client_host).await;
     tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
     write_task.await;
 }
@@ -61,6 +65,7 @@ async fn read_requests(
     shard: &Rc<Shard>,
     mut stream: TcpStream,
     tx: LocalSender<InFlight>,
+    client_host: Rc<str>,
 ) -> String {
     let broker = &shard.config.broker;
     let mut frames = FrameReader::new(broker.socket_request_max_bytes);
@@ -87,7 +92,9 @@ async fn read_requests(
         let stats = &shard.stats;
         stats.requests.set(stats.requests.get() + 1);
         stats.bytes_in.set(stats.bytes_in.get() + 4 + size as u64);
-        let response = glommio::spawn_local(handlers::handle(shard.clone(), frame)).detach();
+        let response =
+            glommio::spawn_local(handlers::handle(shard.clone(), frame, client_host.clone()))
+                .detach();
         if tx
             .send(InFlight {
                 response,

@@ -153,6 +153,7 @@ async fn run_shard(
     };
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     glommio::spawn_local(maintenance_loop(shard.clone())).detach();
+    shard.groups.start(&shard);
     let _ = ready.send(Ok(()));
     let _ = stop.await;
     shard.begin_shutdown();

@@ -7,7 +7,8 @@
 
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
-use crate::metadata::ClusterMetadata;
+use crate::groups::{self, Coordinator};
+use crate::metadata::{ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
 use ferrite_shards::log::{BatchCache, LogOptions};
 use ferrite_shards::partition::Partition;
 use ferrite_shards::placement::ShardId;
@@ -44,6 +45,8 @@ pub struct Shard {
     pub request_budget: Rc<FifoGate>,
     /// The controller's duties run on shard 0 only.
     pub controller: Option<Controller>,
+    /// The consumer groups whose `__consumer_offsets` partitions this shard owns.
+    pub groups: Rc<Coordinator>,
     reconcile_lock: glommio::sync::Semaphore,
     pub stats: ShardStats,
     shutting_down: Cell<bool>,
@@ -67,6 +70,7 @@ impl Shard {
                 .then(|| BatchCache::new(settings.cache_bytes)),
             request_budget: Rc::new(FifoGate::new(settings.request_bytes_max as u64)),
             controller,
+            groups: Rc::new(Coordinator::new(groups::config_of(&config))),
             reconcile_lock: glommio::sync::Semaphore::new(1),
             stats: ShardStats::default(),
             shutting_down: Cell::new(false),
@@ -182,6 +186,10 @@ impl Shard {
                 (topic.name.clone(), *index, opened)
             });
             for (name, index, opened) in futures::future::join_all(opens).await {
+                let opened = match opened {
+                    Ok(p) if name == CONSUMER_OFFSETS_TOPIC => self.load_groups(p).await,
+                    other => other.map_err(|e| e.to_string()),
+                };
                 match opened {
                     Ok(p) => {
                         self.partitions
@@ -192,7 +200,7 @@ impl Shard {
                     }
                     Err(e) => {
                         tracing::error!(topic = %name, partition = index, error = %e, "opening partition failed");
-                        first_error.get_or_insert(e.to_string());
+                        first_error.get_or_insert(e);
                     }
                 }
             }
@@ -201,6 +209,15 @@ impl Shard {
             None => Ok(()),
             Some(e) => Err(e),
         }
+    }
+
+    /// Rebuilds the groups stored in a `__consumer_offsets` partition before it is served.
+    async fn load_groups(&self, p: Rc<Partition>) -> Result<Rc<Partition>, String> {
+        let (groups, offsets) = self.groups.load(&p).await?;
+        if groups + offsets > 0 {
+            tracing::info!(shard = %self.id, partition = p.index(), groups, offsets, "groups loaded");
+        }
+        Ok(p)
     }
 
     /// Flushes and closes every partition (graceful shutdown).

@@ -37,3 +37,21 @@ pub fn read_frame(s: &mut TcpStream) -> Option<Bytes> {
     s.read_exact(&mut body).ok()?;
     Some(Bytes::from(body))
 }
+
+/// Sends one request and decodes its response (header and body in the API's versions).
+pub fn call<Req, Resp>(s: &mut TcpStream, key: ApiKey, version: i16, body: &Req) -> Resp
+where
+    Req: Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+    use std::io::Write;
+    s.write_all(&frame(key, version, 7, body)).expect("send");
+    let mut frame =
+        read_frame(s).unwrap_or_else(|| panic!("{key:?} v{version}: connection closed"));
+    let header = ResponseHeader::decode(&mut frame, key.response_header_version(version))
+        .expect("response header");
+    assert_eq!(header.correlation_id, 7);
+    Resp::decode(&mut frame, version).unwrap_or_else(|e| panic!("{key:?} v{version} response: {e}"))
+}

@@ -270,8 +270,9 @@ fn record(inner: &Rc<LogInner>, placed: &[Placed]) {
     if epochs_changed {
         let inner = inner.clone();
         glommio::spawn_local(async move {
-            if let Err(e) = super::flush::store_epochs(&inner).await {
-                tracing::error!(log = %inner.dir.display(), error = %e, "storing leader epochs failed");
+            match super::flush::store_epochs(&inner).await {
+                Ok(()) | Err(crate::error::Error::Closed(_)) => {}
+                Err(e) => tracing::error!(log = %inner.dir.display(), error = %e, "storing leader epochs failed"),
             }
         })
         .detach();

@@ -283,7 +283,12 @@ impl Log {
             (st.active().file.clone(), st.active().size)
         };
         segment::trim_file(&file, size).await?;
-        flush::flush_locked(inner).await
+        flush::flush_locked(inner).await?;
+        // An append may have left a detached epoch store queued; write the final content here
+        // and close the lock so nothing older lands after it.
+        flush::store_epochs(inner).await?;
+        inner.epochs_lock.close();
+        Ok(())
     }
 
     /// Closes the log and removes its directory (DeleteTopics).
@@ -295,6 +300,9 @@ impl Log {
         if let Some(direct) = taken {
             direct.close().await?;
         }
+        // Wait out an epoch store in flight; later ones find the lock closed.
+        let _epochs = inner.epochs_lock.acquire_permit(1).await;
+        inner.epochs_lock.close();
         let segments = std::mem::take(&mut inner.state.borrow_mut().segments);
         for s in &segments {
             s.delete_files().await?;

@@ -1,0 +1,104 @@
+//! Consumer groups: the classic group protocol and committed offsets.
+//!
+//! The coordinator of group g is the shard owning `__consumer_offsets` partition
+//! `coordinator_partition(g, 50)`; every shard has a `Coordinator` for the groups placed on it.
+//! Handlers reach a group's coordinator through `on_coordinator`, which also creates the
+//! offsets topic the first time any group is used.
+
+pub mod coordinator;
+mod group;
+pub mod records;
+
+pub use coordinator::{CommitArgs, Coordinator, GroupConfig, JoinArgs, SyncArgs};
+pub use group::{JoinReply, SyncReply};
+
+use crate::controller::{self, NewTopic, TopicError};
+use crate::handlers::errors as codes;
+use crate::metadata::CONSUMER_OFFSETS_TOPIC;
+use crate::server::shard::Shard;
+use futures::future::LocalBoxFuture;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Kafka's broker settings for groups, from the broker config.
+pub fn config_of(shard_config: &crate::config::BrokerConfig) -> GroupConfig {
+    let b = &shard_config.broker;
+    GroupConfig {
+        initial_rebalance_delay: std::time::Duration::from_millis(
+            b.group_initial_rebalance_delay_ms,
+        ),
+        min_session_timeout: std::time::Duration::from_millis(b.group_min_session_timeout_ms),
+        max_session_timeout: std::time::Duration::from_millis(b.group_max_session_timeout_ms),
+        offset_metadata_max_bytes: b.offset_metadata_max_bytes,
+    }
+}
+
+/// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's).
+pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), i16> {
+    if shard.metadata().topic(CONSUMER_OFFSETS_TOPIC).is_some() {
+        return Ok(());
+    }
+    let b = &shard.config.broker;
+    let topic = NewTopic {
+        name: CONSUMER_OFFSETS_TOPIC.to_string(),
+        partitions: b.offsets_topic_partitions,
+        replication_factor: -1,
+        configs: BTreeMap::from([
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            (
+                "segment.bytes".to_string(),
+                b.offsets_topic_segment_bytes.to_string(),
+            ),
+            ("compression.type".to_string(), "producer".to_string()),
+        ]),
+    };
+    let created = crate::handlers::routing::on_controller(
+        shard,
+        move |s: Rc<Shard>| -> LocalBoxFuture<'static, _> {
+            Box::pin(async move { controller::create_topics(&s, vec![topic], false).await })
+        },
+    )
+    .await
+    .ok_or(codes::COORDINATOR_NOT_AVAILABLE)?;
+    match created.into_iter().next().map(|(_, r)| r) {
+        Some(Ok(_)) | Some(Err(TopicError::AlreadyExists)) => Ok(()),
+        Some(Err(e)) => {
+            tracing::error!(error = %e.message(), "creating {CONSUMER_OFFSETS_TOPIC} failed");
+            Err(codes::COORDINATOR_NOT_AVAILABLE)
+        }
+        None => Err(codes::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+/// Runs `f` on the shard coordinating `group_id`, with that shard's coordinator and the
+/// group's `__consumer_offsets` partition. Creates the offsets topic on first use.
+pub async fn on_coordinator<R, F>(shard: &Shard, group_id: &str, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<Shard>, Rc<Coordinator>, i32) -> LocalBoxFuture<'static, R> + Send + 'static,
+{
+    ensure_offsets_topic(shard).await?;
+    let metadata = shard.metadata();
+    let topic = metadata
+        .topic(CONSUMER_OFFSETS_TOPIC)
+        .ok_or(codes::COORDINATOR_NOT_AVAILABLE)?;
+    let partition = records::coordinator_partition(group_id, topic.partitions.len() as i32);
+    let owner = topic.partitions[partition as usize].shard;
+    shard
+        .router()
+        .call(
+            owner,
+            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, i16>> {
+                Box::pin(async move {
+                    // A partition is in the shard's table only once its groups are loaded.
+                    if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none() {
+                        return Err(codes::COORDINATOR_LOAD_IN_PROGRESS);
+                    }
+                    let groups = s.groups.clone();
+                    Ok(f(s, groups, partition).await)
+                })
+            },
+        )
+        .await
+        .unwrap_or(Err(codes::COORDINATOR_NOT_AVAILABLE))
+}

@@ -1,0 +1,34 @@
+//! DeleteGroups: removes empty groups and their committed offsets (tombstones in
+//! `__consumer_offsets`); a group with members is NON_EMPTY_GROUP.
+
+use super::{errors, Request, Response};
+use crate::groups;
+use crate::server::shard::Shard;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
+
+pub async fn handle(shard: &Shard, req: &Request, body: DeleteGroupsRequest) -> Response {
+    let mut results = Vec::with_capacity(body.groups_names.len());
+    for group_id in body.groups_names {
+        let id = group_id.to_string();
+        let code = if id.is_empty() {
+            errors::INVALID_GROUP_ID
+        } else {
+            let asked = id.clone();
+            groups::on_coordinator(shard, &id, move |s, c, partition| {
+                Box::pin(async move { c.delete(&s, partition, &asked).await })
+            })
+            .await
+            .unwrap_or_else(|code| code)
+        };
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(group_id)
+                .with_error_code(code),
+        );
+    }
+    req.respond(
+        ApiKey::DeleteGroups,
+        &DeleteGroupsResponse::default().with_results(results),
+    )
+}

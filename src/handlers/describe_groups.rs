@@ -1,0 +1,66 @@
+//! DescribeGroups: a group's state, protocol and members with their subscriptions and
+//! assignments. A group that does not exist is described as Dead, as Kafka does.
+
+use super::{errors, Request, Response};
+use crate::groups;
+use crate::server::shard::Shard;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -> Response {
+    let mut described = Vec::with_capacity(body.groups.len());
+    for group_id in body.groups {
+        let id = group_id.to_string();
+        let out = DescribedGroup::default().with_group_id(group_id);
+        if id.is_empty() {
+            described.push(out.with_error_code(errors::INVALID_GROUP_ID));
+            continue;
+        }
+        let asked = id.clone();
+        let result = groups::on_coordinator(shard, &id, move |_, c, _| {
+            Box::pin(async move { c.describe(&asked) })
+        })
+        .await;
+        let d = match result {
+            Ok(d) => d,
+            Err(code) => {
+                described.push(out.with_error_code(code));
+                continue;
+            }
+        };
+        described.push(
+            out.with_error_code(d.error)
+                .with_group_state(StrBytes::from_static_str(d.state))
+                .with_protocol_type(StrBytes::from_string(d.protocol_type))
+                .with_protocol_data(StrBytes::from_string(d.protocol))
+                // Without ACLs every operation is allowed; Kafka's "not requested" is i32::MIN.
+                .with_authorized_operations(if body.include_authorized_operations {
+                    DESCRIBE_GROUP_OPERATIONS
+                } else {
+                    i32::MIN
+                })
+                .with_members(
+                    d.members
+                        .into_iter()
+                        .map(|(id, instance, client, host, metadata, assignment)| {
+                            DescribedGroupMember::default()
+                                .with_member_id(StrBytes::from_string(id))
+                                .with_group_instance_id(instance.map(StrBytes::from_string))
+                                .with_client_id(StrBytes::from_string(client))
+                                .with_client_host(StrBytes::from_string(host))
+                                .with_member_metadata(metadata)
+                                .with_member_assignment(assignment)
+                        })
+                        .collect(),
+                ),
+        );
+    }
+    req.respond(
+        ApiKey::DescribeGroups,
+        &DescribeGroupsResponse::default().with_groups(described),
+    )
+}
+
+/// READ (3), DELETE (6) and DESCRIBE (8), the group operations, as a bit set.
+const DESCRIBE_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);

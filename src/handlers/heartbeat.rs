@@ -1,0 +1,27 @@
+//! Heartbeat: a member says it is alive; the answer tells it when a rebalance has begun.
+
+use super::{errors, Request, Response};
+use crate::groups;
+use crate::server::shard::Shard;
+use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
+
+pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Response {
+    let group_id = body.group_id.to_string();
+    let code = if group_id.is_empty() {
+        errors::INVALID_GROUP_ID
+    } else {
+        let member_id = body.member_id.to_string();
+        let instance_id = body.group_instance_id.map(|i| i.to_string());
+        let generation = body.generation_id;
+        let group = group_id.clone();
+        groups::on_coordinator(shard, &group_id, move |_, c, _| {
+            Box::pin(async move { c.heartbeat(&group, &member_id, &instance_id, generation) })
+        })
+        .await
+        .unwrap_or_else(|code| code)
+    };
+    req.respond(
+        ApiKey::Heartbeat,
+        &HeartbeatResponse::default().with_error_code(code),
+    )
+}

@@ -1,0 +1,42 @@
+//! ListGroups: every group this broker coordinates (each shard lists its own), optionally
+//! filtered by state (v4+).
+
+use super::{Request, Response};
+use crate::server::shard::Shard;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::rc::Rc;
+
+pub async fn handle(shard: &Shard, req: &Request, body: ListGroupsRequest) -> Response {
+    let states: Vec<String> = body
+        .states_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let per_shard = shard
+        .router()
+        .broadcast(|s: Rc<Shard>| Box::pin(async move { s.groups.list() }))
+        .await;
+    let mut groups: Vec<(String, String, &'static str)> = per_shard
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
+        .collect();
+    groups.sort();
+    let listed = groups
+        .into_iter()
+        .map(|(id, protocol_type, state)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(id)))
+                .with_protocol_type(StrBytes::from_string(protocol_type))
+                .with_group_state(StrBytes::from_static_str(state))
+                .with_group_type(StrBytes::from_static_str("classic"))
+        })
+        .collect();
+    req.respond(
+        ApiKey::ListGroups,
+        &ListGroupsResponse::default().with_groups(listed),
+    )
+}

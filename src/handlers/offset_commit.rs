@@ -1,0 +1,69 @@
+//! OffsetCommit: stores a group's positions (offset, leader epoch, metadata) durably in
+//! `__consumer_offsets`; one error code per partition.
+
+use super::{errors, Request, Response};
+use crate::groups::{self, CommitArgs};
+use crate::server::shard::Shard;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
+
+pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> Response {
+    let group_id = body.group_id.to_string();
+    let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata.as_ref().map(|m| m.to_string()),
+                )
+            })
+        })
+        .collect();
+    let count = offsets.len();
+    let codes: Vec<i16> = if group_id.is_empty() {
+        vec![errors::INVALID_GROUP_ID; count]
+    } else {
+        let args = CommitArgs {
+            group_id: group_id.clone(),
+            generation: body.generation_id_or_member_epoch,
+            member_id: body.member_id.to_string(),
+            instance_id: body.group_instance_id.map(|i| i.to_string()),
+            offsets,
+        };
+        groups::on_coordinator(shard, &group_id, move |s, c, partition| {
+            Box::pin(async move { c.commit(&s, partition, args).await })
+        })
+        .await
+        .unwrap_or_else(|code| vec![code; count])
+    };
+    let mut codes = codes.into_iter();
+    let topics = body
+        .topics
+        .into_iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(codes.next().unwrap_or(errors::NONE))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    req.respond(
+        ApiKey::OffsetCommit,
+        &OffsetCommitResponse::default().with_topics(topics),
+    )
+}

@@ -1,0 +1,131 @@
+//! OffsetFetch: a group's committed positions, exactly as committed (offset, leader epoch,
+//! metadata); -1 where nothing was committed. v8 asks for several groups at once.
+
+use super::{errors, Request, Response};
+use crate::groups::{self, coordinator::CommittedOffsets as Committed, records::OffsetValue};
+use crate::server::shard::Shard;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> Response {
+    if req.version >= 8 {
+        let mut groups_out = Vec::with_capacity(body.groups.len());
+        for g in body.groups {
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let (code, committed) = fetch(shard, g.group_id.to_string(), topics).await;
+            groups_out.push(
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_error_code(code)
+                    .with_topics(
+                        committed
+                            .into_iter()
+                            .map(|(name, partitions)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(topic_name(name))
+                                    .with_partitions(
+                                        partitions
+                                            .into_iter()
+                                            .map(|(index, v)| {
+                                                let (offset, epoch, metadata) = fields(v);
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(index)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(epoch)
+                                                    .with_metadata(Some(metadata))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+            );
+        }
+        return req.respond(
+            ApiKey::OffsetFetch,
+            &OffsetFetchResponse::default().with_groups(groups_out),
+        );
+    }
+    let topics = body.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let (code, committed) = fetch(shard, body.group_id.to_string(), topics).await;
+    let topics = committed
+        .into_iter()
+        .map(|(name, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(topic_name(name))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(index, v)| {
+                            let (offset, epoch, metadata) = fields(v);
+                            // Before v2 there is no top-level code: each partition carries it.
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(Some(metadata))
+                                .with_error_code(if req.version < 2 { code } else { 0 })
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    req.respond(
+        ApiKey::OffsetFetch,
+        &OffsetFetchResponse::default()
+            .with_topics(topics)
+            .with_error_code(code),
+    )
+}
+
+/// The group's offsets, or a group-level error code with whatever was asked, unanswered.
+async fn fetch(
+    shard: &Shard,
+    group_id: String,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> (i16, Committed) {
+    let unanswered = |topics: &Option<Vec<(String, Vec<i32>)>>| -> Committed {
+        topics
+            .iter()
+            .flatten()
+            .map(|(t, ps)| (t.clone(), ps.iter().map(|p| (*p, None)).collect()))
+            .collect()
+    };
+    if group_id.is_empty() {
+        return (errors::INVALID_GROUP_ID, unanswered(&topics));
+    }
+    let asked = topics.clone();
+    let group = group_id.clone();
+    match groups::on_coordinator(shard, &group_id, move |_, c, _| {
+        Box::pin(async move { c.fetch(&group, asked) })
+    })
+    .await
+    {
+        Ok(committed) => (errors::NONE, committed),
+        Err(code) => (code, unanswered(&topics)),
+    }
+}
+
+fn topic_name(name: String) -> TopicName {
+    TopicName(StrBytes::from_string(name))
+}
+
+/// (offset, leader epoch, metadata) as the response carries them; -1 when none.
+fn fields(v: Option<OffsetValue>) -> (i64, i32, StrBytes) {
+    match v {
+        Some(v) => (v.offset, v.leader_epoch, StrBytes::from_string(v.metadata)),
+        None => (-1, -1, StrBytes::default()),
+    }
+}
