@@ -49,6 +49,10 @@ pub enum Error {
         got: i32,
     },
 
+    /// A compaction pass could not run; the log is unchanged.
+    #[error("cannot clean {path}: {reason}")]
+    Cleaner { path: PathBuf, reason: &'static str },
+
     /// An idempotent producer's batch carries an epoch older than the one already seen.
     #[error("producer {producer_id}: epoch {got} is older than {current}")]
     InvalidProducerEpoch {
@@ -98,6 +102,10 @@ impl Error {
                 log_end: *log_end,
             },
             Error::Closed(p) => Error::Closed(p.clone()),
+            Error::Cleaner { path, reason } => Error::Cleaner {
+                path: path.clone(),
+                reason,
+            },
             Error::OutOfOrderSequence {
                 producer_id,
                 expected,

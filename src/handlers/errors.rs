@@ -3,6 +3,7 @@
 use ferrite_shards::batch::BatchError;
 use ferrite_shards::Error;
 
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 pub const NONE: i16 = 0;
 pub const OFFSET_OUT_OF_RANGE: i16 = 1;
 pub const CORRUPT_MESSAGE: i16 = 2;
@@ -47,7 +48,9 @@ pub fn code_for(e: &Error) -> i16 {
             | BatchError::LengthMismatch { .. }
             | BatchError::CrcMismatch { .. }
             | BatchError::TrailingBytes { .. }
-            | BatchError::Empty => CORRUPT_MESSAGE,
+            | BatchError::Empty
+            | BatchError::BadCompressedData { .. }
+            | BatchError::BadRecords { .. } => CORRUPT_MESSAGE,
         },
         Error::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
         Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
@@ -57,5 +60,7 @@ pub fn code_for(e: &Error) -> i16 {
         // A full disk or failing device, or corruption met by a read: retriable for the client,
         // and the operator sees the cause in the log.
         Error::Io { .. } | Error::Corrupt { .. } => KAFKA_STORAGE_ERROR,
+        // Never met by a request: the cleaner runs in the background.
+        Error::Cleaner { .. } => UNKNOWN_SERVER_ERROR,
     }
 }

@@ -7,6 +7,7 @@
 //! shards stop accepting, let connections finish what they have in flight, flush and close
 //! their logs, and the process exits 0.
 
+mod cleaner;
 pub mod connection;
 pub mod frame;
 pub mod send;
@@ -153,6 +154,7 @@ async fn run_shard(
     };
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     glommio::spawn_local(maintenance_loop(shard.clone())).detach();
+    cleaner::start(&shard);
     shard.groups.start(&shard);
     let _ = ready.send(Ok(()));
     let _ = stop.await;

@@ -23,6 +23,8 @@
 //! indexing all work from this header, and compressed batches stay compressed.
 
 pub mod build;
+pub mod codec;
+pub mod records;
 
 use bytes::Bytes;
 
@@ -87,6 +89,10 @@ pub enum BatchError {
     TrailingBytes { len: usize },
     #[error("record set holds no batch")]
     Empty,
+    #[error("batch records cannot be decompressed: {reason}")]
+    BadCompressedData { reason: String },
+    #[error("batch records are malformed at byte {at} of the record section")]
+    BadRecords { at: usize },
 }
 
 /// The fixed fields of a v2 batch.

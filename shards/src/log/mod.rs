@@ -16,6 +16,7 @@
 
 mod cache;
 mod checkpoint;
+mod clean;
 mod epochs;
 mod flush;
 mod group;
@@ -33,6 +34,7 @@ mod writer;
 mod tests;
 
 pub use cache::BatchCache;
+pub use clean::{CleanOutcome, CleanerBudget, IoThrottle};
 pub use epochs::{EpochEntry, LeaderEpochCache};
 pub use group::AppendInfo;
 pub use read::{Chunk, FoundBatch, ReadResult};
@@ -94,6 +96,12 @@ pub(crate) struct LogInner {
     epochs: RefCell<LeaderEpochCache>,
     /// Serialises leader-epoch checkpoint writes so the newest content lands last.
     epochs_lock: Semaphore,
+    /// How far compaction has gone (compacted topics).
+    cleaner: RefCell<clean::state::CleanerState>,
+    /// Held for a whole compaction pass (see `clean`).
+    cleaning: Semaphore,
+    /// Truncation, close and delete waiting for a pass to stop.
+    cleaner_stop_requests: Cell<usize>,
     queue: RefCell<VecDeque<writer::PendingAppend>>,
     queue_space: Rc<crate::sync::FifoGate>,
     /// Wakes the writer task when an append is queued or the log closes.
@@ -269,6 +277,8 @@ impl Log {
     /// indexes. Appends after close fail with `Error::Closed`.
     pub async fn close(&self) -> Result<()> {
         let inner = &self.inner;
+        let _cleaning = clean::stop_cleaning(inner).await;
+        inner.cleaning.close();
         writer::stop(inner).await;
         let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
@@ -294,6 +304,8 @@ impl Log {
     /// Closes the log and removes its directory (DeleteTopics).
     pub async fn delete(&self) -> Result<()> {
         let inner = &self.inner;
+        let _cleaning = clean::stop_cleaning(inner).await;
+        inner.cleaning.close();
         writer::stop(inner).await;
         let _write = writer::exclusive(inner).await?;
         let taken = inner.direct.borrow_mut().take();

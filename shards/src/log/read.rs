@@ -127,10 +127,28 @@ impl super::Log {
         if let Some(found) = self.read_cached(from, max_bytes, upper) {
             return Ok(found);
         }
-        let Some(view) = segment_view(inner, from, upper) else {
-            return Ok(ReadResult::empty(from));
-        };
-        read_segment(inner, view, from, max_bytes, upper).await
+        let mut search = from;
+        loop {
+            let Some(view) = segment_view(inner, search, upper) else {
+                return Ok(ReadResult::empty(from));
+            };
+            let base = view.base_offset;
+            if let Some(found) = read_segment(inner, view, search, max_bytes, upper).await? {
+                return Ok(found);
+            }
+            // Compaction removed the segment's last batches: go on with the next segment.
+            let next_base = {
+                let st = inner.state.borrow();
+                st.segments
+                    .iter()
+                    .map(|s| s.base_offset)
+                    .find(|&b| b > base)
+            };
+            match next_base {
+                Some(b) if b < upper => search = b,
+                _ => return Ok(ReadResult::empty(from)),
+            }
+        }
     }
 
     fn read_cached(&self, from: i64, max_bytes: usize, upper: i64) -> Option<ReadResult> {
@@ -280,19 +298,19 @@ async fn read_segment(
     from: i64,
     max_bytes: usize,
     upper: i64,
-) -> Result<ReadResult> {
+) -> Result<Option<ReadResult>> {
     let mut walker = HeaderWalker::new(&view.file);
-    // The batch holding `from`.
+    // The batch holding `from`; none when the segment ends first.
     let mut pos = view.start_position;
     let first = loop {
         match walker.header_at(pos, view.size).await? {
-            None => return Ok(ReadResult::empty(from)),
+            None => return Ok(None),
             Some(h) if h.last_offset() >= from => break h,
             Some(h) => pos += h.total_bytes() as u64,
         }
     };
     if first.base_offset >= upper {
-        return Ok(ReadResult::empty(from));
+        return Ok(Some(ReadResult::empty(from)));
     }
     let start = pos;
     let limit = match view.upper_position {
@@ -341,20 +359,20 @@ async fn read_segment(
             Verified::Prefix(bytes, next) => {
                 let len = bytes.len() as u64;
                 remember_hint(inner, next, view.base_offset, start + len);
-                return Ok(ReadResult {
+                return Ok(Some(ReadResult {
                     chunks: vec![Chunk::Memory(bytes)],
                     bytes: len,
                     next_offset: next,
-                });
+                }));
             }
         }
     };
     remember_hint(inner, next_offset, view.base_offset, end);
-    Ok(ReadResult {
+    Ok(Some(ReadResult {
         bytes: chunk.len(),
         chunks: vec![chunk],
         next_offset,
-    })
+    }))
 }
 
 /// Byte position of the first batch at or after `offset` in the viewed segment.
@@ -472,6 +490,12 @@ async fn verify_range(
             }
         }
     }
+}
+
+/// The cleaner replaced the segment at `segment_base`, which held offsets up to `end`.
+pub(crate) fn forget_hints(st: &mut super::LogState, segment_base: i64, end: i64) {
+    st.read_hints
+        .retain(|h| h.segment_base != segment_base && (h.offset < segment_base || h.offset >= end));
 }
 
 fn remember_hint(inner: &LogInner, offset: i64, segment_base: i64, position: u64) {

@@ -28,6 +28,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
     uring::mkdir(dir)
         .await
         .map_err(|e| Error::io("mkdir", dir, e))?;
+    super::clean::swap::recover(dir).await?;
     let bases = list_segments(dir).await?;
     let point = RecoveryPoint::load(dir)
         .await
@@ -78,6 +79,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
     let end_offset = active.next_offset;
     let log_start = segments[0].base_offset;
     let mut epochs = LeaderEpochCache::load(dir).await;
+    let cleaner = super::clean::state::CleanerState::load(dir).await;
     let epochs_changed =
         epochs.truncate_from_end(end_offset) | epochs.truncate_from_start(log_start);
     let flushed = point.map(|p| p.offset).unwrap_or(log_start);
@@ -99,6 +101,9 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         }),
         epochs: RefCell::new(epochs),
         epochs_lock: Semaphore::new(1),
+        cleaner: RefCell::new(cleaner),
+        cleaning: Semaphore::new(1),
+        cleaner_stop_requests: Cell::new(0),
         queue: RefCell::new(VecDeque::new()),
         queue_space: Rc::new(crate::sync::FifoGate::new(super::QUEUED_BYTES_MAX as u64)),
         work: Notify::new(),

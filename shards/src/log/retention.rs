@@ -29,6 +29,13 @@ impl super::Log {
                 ..Default::default()
             });
         }
+        // A compaction pass on this log is rewriting its closed segments: try again next time.
+        let Ok(_cleaning) = inner.cleaning.try_acquire_permit(1) else {
+            return Ok(RetentionOutcome {
+                log_start_offset: self.log_start_offset(),
+                ..Default::default()
+            });
+        };
         let _lock = writer::exclusive(inner).await?;
         let expired = |s: &Segment| {
             config.retention_ms >= 0
@@ -86,6 +93,7 @@ impl super::Log {
     /// may end a little before it. Replication uses this after a leader change (KIP-101).
     pub async fn truncate_to(&self, offset: i64) -> Result<()> {
         let inner = &self.inner;
+        let _cleaning = super::clean::stop_cleaning(inner).await;
         let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
@@ -119,6 +127,7 @@ impl super::Log {
     /// log start).
     pub async fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
         let inner = &self.inner;
+        let _cleaning = super::clean::stop_cleaning(inner).await;
         let Ok(_flush) = inner.flush_lock.acquire_permit(1).await else {
             return Err(Error::Closed(inner.dir.clone()));
         };
@@ -257,6 +266,7 @@ async fn after_truncation(inner: &Rc<LogInner>) -> Result<()> {
     if inner.epochs.borrow_mut().truncate_from_end(end) {
         flush::store_epochs(inner).await?;
     }
+    super::clean::after_truncation(inner, end).await?;
     // The new file length must be durable before a recovery point names it.
     let file = inner.state.borrow().active().file.clone();
     file.fdatasync()

@@ -65,7 +65,11 @@ pub(crate) struct Segment {
 impl Segment {
     /// Creates the files of a new, empty segment.
     pub async fn create(dir: &Path, base_offset: i64) -> Result<Segment> {
-        let paths = SegmentPaths::new(dir, base_offset);
+        Segment::create_at(SegmentPaths::new(dir, base_offset), base_offset).await
+    }
+
+    /// Creates a new, empty segment's files at `paths` (the cleaner's temporary names).
+    pub async fn create_at(paths: SegmentPaths, base_offset: i64) -> Result<Segment> {
         let file = File::open(
             &paths.log,
             libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC,

@@ -8,7 +8,7 @@ pub mod producers;
 
 use crate::batch::BatchOrigin;
 use crate::error::{Error, Result};
-use crate::log::{AppendInfo, Log, LogOptions, ReadResult};
+use crate::log::{AppendInfo, CleanOutcome, CleanerBudget, Log, LogOptions, ReadResult};
 use crate::sync::Notify;
 use crate::types::now_ms;
 use crate::uring;
@@ -32,6 +32,9 @@ pub struct Partition {
     producers: RefCell<ProducerTable>,
     /// Wakes long-polling fetches when the high watermark moves.
     hw_moved: Notify,
+    /// The producer snapshot on disk covers the log below this offset; compaction stays below
+    /// it, so rebuilding producer state never needs a batch the cleaner removed.
+    snapshot_covers: Cell<i64>,
 }
 
 impl Partition {
@@ -44,7 +47,7 @@ impl Partition {
         options: LogOptions,
     ) -> Result<Rc<Partition>> {
         let log = Log::open(dir, options).await?;
-        let producers = load_producers(&log).await?;
+        let (producers, snapshot_covers) = load_producers(&log).await?;
         let hw = log.log_end_offset();
         Ok(Rc::new(Partition {
             topic,
@@ -54,6 +57,7 @@ impl Partition {
             leader_epoch: Cell::new(leader_epoch),
             producers: RefCell::new(producers),
             hw_moved: Notify::new(),
+            snapshot_covers: Cell::new(snapshot_covers),
         }))
     }
 
@@ -229,15 +233,34 @@ impl Partition {
     }
 
     async fn store_producers(&self) -> Result<()> {
+        let covers = self.log.log_end_offset();
         let bytes = {
             let mut table = self.producers.borrow_mut();
             table.expire(now_ms());
-            table.encode(self.log.log_end_offset())
+            table.encode(covers)
         };
         let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
         uring::write_atomically(&path, bytes)
             .await
-            .map_err(|e| Error::io("write producer state", &path, e))
+            .map_err(|e| Error::io("write producer state", &path, e))?;
+        self.snapshot_covers.set(covers);
+        Ok(())
+    }
+
+    /// How far compaction may go: below the high watermark (what consumers may read) and what
+    /// the producer snapshot covers.
+    fn clean_below(&self) -> i64 {
+        self.high_watermark.get().min(self.snapshot_covers.get())
+    }
+
+    /// See [`Log::cleaning_priority`].
+    pub fn cleaning_priority(&self, now_ms: i64) -> Option<f64> {
+        self.log.cleaning_priority(self.clean_below(), now_ms)
+    }
+
+    /// One compaction pass, if one is due (see [`Log::clean`]).
+    pub async fn clean(&self, budget: &CleanerBudget, now_ms: i64) -> Result<Option<CleanOutcome>> {
+        self.log.clean(budget, self.clean_below(), now_ms).await
     }
 
     /// Flushes, snapshots and closes the log.
@@ -247,8 +270,8 @@ impl Partition {
     }
 }
 
-/// The producer snapshot, then every batch header after the offset it covers.
-async fn load_producers(log: &Log) -> Result<ProducerTable> {
+/// The producer snapshot, then every batch header after the offset it covers; and that offset.
+async fn load_producers(log: &Log) -> Result<(ProducerTable, i64)> {
     let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
     let snapshot = match uring::File::open_read(&path).await {
         Ok(f) => {
@@ -269,7 +292,7 @@ async fn load_producers(log: &Log) -> Result<ProducerTable> {
     };
     let now = now_ms();
     log.for_each_header(from, |h| table.replay(h, now)).await?;
-    Ok(table)
+    Ok((table, from))
 }
 
 #[cfg(test)]
