@@ -116,11 +116,7 @@ pub struct Record {
 /// skipped. Compressed batches are the caller's to decompress first.
 pub fn decode_records(batch: &Bytes) -> Result<Vec<Record>, BatchError> {
     let header = BatchHeader::parse(batch)?;
-    let mut cursor = Cursor {
-        buf: batch,
-        at: HEADER_BYTES,
-    };
-    decode_record_bodies(&mut cursor, &header)
+    decode_record_section(&header, &batch.slice(HEADER_BYTES..))
 }
 
 /// Decodes records from `records` (the bytes after the header, decompressed when needed).
@@ -128,90 +124,13 @@ pub fn decode_record_section(
     header: &BatchHeader,
     records: &Bytes,
 ) -> Result<Vec<Record>, BatchError> {
-    let mut cursor = Cursor {
-        buf: records,
-        at: 0,
-    };
-    decode_record_bodies(&mut cursor, header)
-}
-
-fn decode_record_bodies(
-    cursor: &mut Cursor<'_>,
-    header: &BatchHeader,
-) -> Result<Vec<Record>, BatchError> {
-    let count = header.record_count.max(0) as usize;
-    let mut out = Vec::with_capacity(count.min(4096));
-    for _ in 0..count {
-        let len = cursor.varint()?;
-        let end = cursor.at + usize::try_from(len).map_err(|_| cursor.corrupt())?;
-        if end > cursor.buf.len() {
-            return Err(cursor.corrupt());
-        }
-        cursor.skip(1)?; // attributes
-        let timestamp_delta = cursor.varlong()?;
-        let offset_delta = cursor.varint()?;
-        let key = cursor.nullable()?;
-        let value = cursor.nullable()?;
-        cursor.at = end; // headers are skipped
-        out.push(Record {
-            offset: header.base_offset + offset_delta as i64,
-            timestamp_ms: header.base_timestamp + timestamp_delta,
-            key,
-            value,
-        });
-    }
-    Ok(out)
-}
-
-struct Cursor<'a> {
-    buf: &'a Bytes,
-    at: usize,
-}
-
-impl Cursor<'_> {
-    fn corrupt(&self) -> BatchError {
-        BatchError::TrailingBytes {
-            len: self.buf.len().saturating_sub(self.at),
-        }
-    }
-
-    fn skip(&mut self, n: usize) -> Result<(), BatchError> {
-        if self.at + n > self.buf.len() {
-            return Err(self.corrupt());
-        }
-        self.at += n;
-        Ok(())
-    }
-
-    fn varlong(&mut self) -> Result<i64, BatchError> {
-        let mut value: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.buf.get(self.at).ok_or_else(|| self.corrupt())?;
-            self.at += 1;
-            value |= ((byte & 0x7f) as u64) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(((value >> 1) as i64) ^ -((value & 1) as i64));
-            }
-        }
-        Err(self.corrupt())
-    }
-
-    fn varint(&mut self) -> Result<i32, BatchError> {
-        let v = self.varlong()?;
-        i32::try_from(v).map_err(|_| self.corrupt())
-    }
-
-    fn nullable(&mut self) -> Result<Option<Bytes>, BatchError> {
-        let len = self.varint()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        let end = self.at + len as usize;
-        if end > self.buf.len() {
-            return Err(self.corrupt());
-        }
-        let out = self.buf.slice(self.at..end);
-        self.at = end;
-        Ok(Some(out))
-    }
+    Ok(super::records::record_spans(records, header.record_count)?
+        .into_iter()
+        .map(|r| Record {
+            offset: header.base_offset + r.offset_delta as i64,
+            timestamp_ms: header.base_timestamp + r.timestamp_delta,
+            key: r.key.map(|k| records.slice(k)),
+            value: r.value.map(|v| records.slice(v)),
+        })
+        .collect())
 }

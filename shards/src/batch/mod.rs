@@ -50,6 +50,17 @@ pub enum Compression {
     Zstd,
 }
 
+impl Compression {
+    /// Every codec, in attribute order (the index is the codec's id).
+    pub const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+}
+
 /// Who produced the batch, which decides how strictly its offsets are checked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum BatchOrigin {
@@ -161,14 +172,9 @@ impl BatchHeader {
     }
 
     pub fn compression(&self) -> Option<Compression> {
-        match self.attributes & 0x7 {
-            0 => Some(Compression::None),
-            1 => Some(Compression::Gzip),
-            2 => Some(Compression::Snappy),
-            3 => Some(Compression::Lz4),
-            4 => Some(Compression::Zstd),
-            _ => None,
-        }
+        Compression::ALL
+            .get((self.attributes & 0x7) as usize)
+            .copied()
     }
 
     pub fn is_transactional(&self) -> bool {

@@ -14,10 +14,11 @@ pub struct RecordSpan {
     /// The whole encoded record, length prefix included.
     pub bytes: Range<usize>,
     pub offset_delta: i32,
+    pub timestamp_delta: i64,
     /// `None` for a record without a key.
     pub key: Option<Range<usize>>,
-    /// A null value: a tombstone when the record has a key.
-    pub value_is_null: bool,
+    /// `None` for a null value: a tombstone when the record has a key.
+    pub value: Option<Range<usize>>,
 }
 
 /// A batch's record section, decompressed when the batch is compressed; at most `limit` bytes.
@@ -50,7 +51,7 @@ pub fn record_spans(section: &[u8], count: i32) -> Result<Vec<RecordSpan>, Batch
             return Err(cursor.bad());
         }
         cursor.skip(1)?; // attributes
-        cursor.varlong()?; // timestamp delta
+        let timestamp_delta = cursor.varlong()?;
         let offset_delta = cursor.varint()?;
         let key = cursor.nullable()?;
         let value = cursor.nullable()?;
@@ -61,8 +62,9 @@ pub fn record_spans(section: &[u8], count: i32) -> Result<Vec<RecordSpan>, Batch
         out.push(RecordSpan {
             bytes: start..end,
             offset_delta,
+            timestamp_delta,
             key,
-            value_is_null: value.is_none(),
+            value,
         });
     }
     if cursor.at != section.len() {
@@ -156,8 +158,8 @@ mod tests {
         let spans = record_spans(&section, 3).unwrap();
         assert_eq!(spans.len(), 3);
         assert_eq!(&section[spans[0].key.clone().unwrap()], b"k1");
-        assert!(!spans[0].value_is_null);
-        assert!(spans[1].value_is_null);
+        assert!(spans[0].value.is_some());
+        assert!(spans[1].value.is_none());
         assert_eq!(spans[2].key, None);
         assert_eq!(spans[2].offset_delta, 2);
         assert_eq!(spans[0].bytes.start, 0);

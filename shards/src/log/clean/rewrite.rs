@@ -46,7 +46,7 @@ impl Retention<'_> {
         {
             return false;
         }
-        !(r.value_is_null && offset < self.tombstone_horizon)
+        !(r.value.is_none() && offset < self.tombstone_horizon)
     }
 }
 

@@ -14,13 +14,7 @@ use std::path::Path;
 
 const MODES: [IoMode; 2] = [IoMode::Buffered, IoMode::Direct];
 const KEYS: usize = 10;
-const CODECS: [Compression; 5] = [
-    Compression::None,
-    Compression::Gzip,
-    Compression::Snappy,
-    Compression::Lz4,
-    Compression::Zstd,
-];
+const CODECS: [Compression; 5] = Compression::ALL;
 
 fn compacted_config() -> LogConfig {
     LogConfig {
