@@ -87,13 +87,17 @@ pub struct FoundBatch {
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct ReadHint {
     offset: i64,
-    segment_base: i64,
+    /// The segment's identity, not its base: a cleaned segment keeps the base of the one it
+    /// replaced, and a position in one file means nothing in the other.
+    segment_id: u64,
     position: u64,
 }
 
 /// What a read needs of a segment, copied out so no borrow is held across I/O.
-struct SegmentView {
+pub(in crate::log) struct SegmentView {
     base_offset: i64,
+    /// `Segment::id`: lookups made later in the read find this very segment or none.
+    id: u64,
     file: File,
     size: u64,
     next_offset: i64,
@@ -251,7 +255,7 @@ impl super::Log {
 }
 
 /// Finds the segment holding `from` and copies out what the read needs.
-fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> {
+pub(in crate::log) fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> {
     let st = inner.state.borrow();
     let mut i = st.segments.partition_point(|s| s.base_offset <= from);
     if i == 0 {
@@ -266,7 +270,7 @@ fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> 
     let hint = st
         .read_hints
         .iter()
-        .find(|h| h.offset == from && h.segment_base == s.base_offset)
+        .find(|h| h.offset == from && h.segment_id == s.id)
         .map(|h| h.position);
     let start_position =
         hint.unwrap_or_else(|| s.index.lookup(s.relative(from.max(s.base_offset))).1 as u64);
@@ -283,6 +287,7 @@ fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> 
     };
     Some(SegmentView {
         base_offset: s.base_offset,
+        id: s.id,
         file: s.file.clone(),
         size: s.size,
         next_offset: s.next_offset,
@@ -292,7 +297,7 @@ fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> 
     })
 }
 
-async fn read_segment(
+pub(in crate::log) async fn read_segment(
     inner: &Rc<LogInner>,
     view: SegmentView,
     from: i64,
@@ -326,9 +331,7 @@ async fn read_segment(
     } else if first_end >= target {
         first_end
     } else {
-        let indexed = with_index(inner, view.base_offset, |i| {
-            i.lookup_position(target as u32).1
-        });
+        let indexed = with_index(inner, view.id, |i| i.lookup_position(target as u32).1);
         let mut p = (indexed as u64).max(first_end);
         while let Some(h) = walker.header_at(p, limit).await? {
             let next = p + h.total_bytes() as u64;
@@ -347,7 +350,7 @@ async fn read_segment(
             None => view.next_offset,
         }
     };
-    let chunk = if view.verified_whole || is_verified(inner, view.base_offset, start, end) {
+    let chunk = if view.verified_whole || is_verified(inner, view.id, start, end) {
         Chunk::File {
             file: view.file.clone(),
             position: start,
@@ -358,7 +361,7 @@ async fn read_segment(
             Verified::Whole(bytes) => Chunk::Memory(bytes),
             Verified::Prefix(bytes, next) => {
                 let len = bytes.len() as u64;
-                remember_hint(inner, next, view.base_offset, start + len);
+                remember_hint(inner, next, view.id, start + len);
                 return Ok(Some(ReadResult {
                     chunks: vec![Chunk::Memory(bytes)],
                     bytes: len,
@@ -367,7 +370,7 @@ async fn read_segment(
             }
         }
     };
-    remember_hint(inner, next_offset, view.base_offset, end);
+    remember_hint(inner, next_offset, view.id, end);
     Ok(Some(ReadResult {
         bytes: chunk.len(),
         chunks: vec![chunk],
@@ -386,7 +389,7 @@ async fn position_of(
         return Ok(view.size);
     }
     let rel = (offset - view.base_offset).clamp(0, u32::MAX as i64) as u32;
-    let mut pos = with_index(inner, view.base_offset, |i| i.lookup(rel).1) as u64;
+    let mut pos = with_index(inner, view.id, |i| i.lookup(rel).1) as u64;
     while let Some(h) = walker.header_at(pos, view.size).await? {
         if h.base_offset >= offset {
             return Ok(pos);
@@ -396,25 +399,25 @@ async fn position_of(
     Ok(view.size)
 }
 
-/// Looks something up in the offset index of the segment at `segment_base` (0 if it is gone).
+/// Looks something up in the offset index of the segment `segment_id` (0 if it is gone).
 fn with_index(
     inner: &LogInner,
-    segment_base: i64,
+    segment_id: u64,
     f: impl FnOnce(&super::index::OffsetIndex) -> u32,
 ) -> u32 {
     let st = inner.state.borrow();
     st.segments
         .iter()
-        .find(|s| s.base_offset == segment_base)
+        .find(|s| s.id == segment_id)
         .map(|s| f(&s.index))
         .unwrap_or(0)
 }
 
-fn is_verified(inner: &LogInner, segment_base: i64, start: u64, end: u64) -> bool {
+fn is_verified(inner: &LogInner, segment_id: u64, start: u64, end: u64) -> bool {
     let st = inner.state.borrow();
     st.segments
         .iter()
-        .find(|s| s.base_offset == segment_base)
+        .find(|s| s.id == segment_id)
         .is_some_and(|s| s.verified.contains(start, end))
 }
 
@@ -467,11 +470,7 @@ async fn verify_range(
     let bytes = Bytes::from(bytes);
     {
         let mut st = inner.state.borrow_mut();
-        if let Some(s) = st
-            .segments
-            .iter_mut()
-            .find(|s| s.base_offset == view.base_offset)
-        {
+        if let Some(s) = st.segments.iter_mut().find(|s| s.id == view.id) {
             s.verified.insert(start, start + at as u64);
         }
     }
@@ -492,13 +491,7 @@ async fn verify_range(
     }
 }
 
-/// The cleaner replaced the segment at `segment_base`, which held offsets up to `end`.
-pub(crate) fn forget_hints(st: &mut super::LogState, segment_base: i64, end: i64) {
-    st.read_hints
-        .retain(|h| h.segment_base != segment_base && (h.offset < segment_base || h.offset >= end));
-}
-
-fn remember_hint(inner: &LogInner, offset: i64, segment_base: i64, position: u64) {
+fn remember_hint(inner: &LogInner, offset: i64, segment_id: u64, position: u64) {
     let mut st = inner.state.borrow_mut();
     st.read_hints.retain(|h| h.offset != offset);
     if st.read_hints.len() == READ_HINTS_MAX {
@@ -506,7 +499,7 @@ fn remember_hint(inner: &LogInner, offset: i64, segment_base: i64, position: u64
     }
     st.read_hints.push_back(ReadHint {
         offset,
-        segment_base,
+        segment_id,
         position,
     });
 }

@@ -30,11 +30,15 @@ impl super::Log {
             });
         }
         // A compaction pass on this log is rewriting its closed segments: try again next time.
-        let Ok(_cleaning) = inner.cleaning.try_acquire_permit(1) else {
-            return Ok(RetentionOutcome {
-                log_start_offset: self.log_start_offset(),
-                ..Default::default()
-            });
+        // (Closed: cleaning stopped for good on this log, which must not stop retention.)
+        let _cleaning = match inner.cleaning.try_acquire_permit(1) {
+            Err(glommio::GlommioError::WouldBlock(_)) => {
+                return Ok(RetentionOutcome {
+                    log_start_offset: self.log_start_offset(),
+                    ..Default::default()
+                })
+            }
+            other => other.ok(),
         };
         let _lock = writer::exclusive(inner).await?;
         let expired = |s: &Segment| {
@@ -101,6 +105,8 @@ impl super::Log {
         if offset >= self.log_end_offset() {
             return Ok(());
         }
+        // Before any cut: a crash half way must not leave the cleaner trusting what follows.
+        super::clean::after_truncation(inner, offset).await?;
         if offset <= self.log_start_offset() {
             return restart_at(inner, offset).await;
         }
@@ -137,6 +143,7 @@ impl super::Log {
 }
 
 async fn restart_at(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
+    super::clean::after_truncation(inner, offset).await?;
     let taken = inner.direct.borrow_mut().take();
     if let Some(d) = taken {
         d.close().await?;
@@ -180,11 +187,15 @@ async fn cut_active(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
     let (new_size, new_end) = match cut_at {
         (p, Some(base)) => (p, base),
         (_, None) => {
-            // Nothing to cut here: the segments after this one were the whole excess.
+            // Nothing to cut here: the segments after this one were the whole excess. A
+            // cleaned segment may end (by its offsets) past its last batch: the log ends at
+            // `offset` at the latest.
             {
                 let mut st = inner.state.borrow_mut();
-                st.end_offset = st.active().next_offset;
-                st.flushed_offset = st.flushed_offset.min(st.end_offset);
+                let end = offset.min(st.active().next_offset);
+                st.active_mut().next_offset = end;
+                st.end_offset = end;
+                st.flushed_offset = st.flushed_offset.min(end);
             }
             return reopen_direct(inner).await;
         }
@@ -266,7 +277,6 @@ async fn after_truncation(inner: &Rc<LogInner>) -> Result<()> {
     if inner.epochs.borrow_mut().truncate_from_end(end) {
         flush::store_epochs(inner).await?;
     }
-    super::clean::after_truncation(inner, end).await?;
     // The new file length must be durable before a recovery point names it.
     let file = inner.state.borrow().active().file.clone();
     file.fdatasync()

@@ -20,6 +20,8 @@ const PREALLOCATE_STEP_BYTES: u64 = 64 << 20;
 /// Largest single O_DIRECT write; a group's pieces are written concurrently.
 const DIRECT_PIECE_BYTES: u64 = 512 << 10;
 
+static NEXT_SEGMENT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 pub(crate) fn file_stem(base_offset: i64) -> String {
     format!("{base_offset:020}")
 }
@@ -43,6 +45,8 @@ impl SegmentPaths {
 
 pub(crate) struct Segment {
     pub base_offset: i64,
+    /// Unique in the process: a cleaned segment has its predecessor's base but not its id.
+    pub id: u64,
     /// Buffered read/write descriptor: buffered-mode writes, every read and splice.
     pub file: File,
     pub paths: SegmentPaths,
@@ -88,6 +92,7 @@ impl Segment {
     pub fn empty(base_offset: i64, file: File, paths: SegmentPaths) -> Segment {
         Segment {
             base_offset,
+            id: NEXT_SEGMENT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             file,
             paths,
             size: 0,

@@ -155,6 +155,7 @@ fn plan(inner: &LogInner, clean_below: i64, now_ms: i64) -> Option<Plan> {
             file: s.file.clone(),
             size: s.size,
             next_offset: s.next_offset,
+            max_timestamp: s.max_timestamp,
         })
         .collect();
     if sources.is_empty() {
@@ -187,7 +188,9 @@ async fn run_pass(
 ) -> Result<Option<CleanOutcome>> {
     let stop = || stop_requested(inner);
     let config = inner.config.borrow().clone();
-    let mut map = OffsetMap::with_memory(budget.dedupe_buffer_bytes);
+    // A record takes at least 7 bytes of a segment: no more entries than that can be needed.
+    let dirty_bytes: u64 = plan.sources[plan.dirty_from..].iter().map(|s| s.size).sum();
+    let mut map = OffsetMap::with_memory(budget.dedupe_buffer_bytes, (dirty_bytes / 7) as usize);
     let mut mapped = plan.dirty_from;
     let mut outcome = CleanOutcome {
         segments_before: plan.sources.len(),
@@ -204,6 +207,7 @@ async fn run_pass(
             if !rewrite::for_each_key(&bytes, &header, |key, offset| map.put(key, offset)) {
                 break 'segments;
             }
+            glommio::yield_if_needed().await;
         }
         mapped += 1;
     }
@@ -240,7 +244,8 @@ async fn run_pass(
         outcome.bytes_read += counts.bytes_read;
         outcome.bytes_written += counts.bytes_written;
         let bases: Vec<i64> = run.iter().map(|s| s.base_offset).collect();
-        if let Err(e) = swap::commit(&inner.dir, bases[0], &bases).await {
+        swap::decide(&inner.dir, bases[0], &bases).await?;
+        if let Err(e) = swap::finish(&inner.dir, bases[0], &bases).await {
             // The swap is decided on disk but not done; the next open completes it. Until
             // then nothing else may clean this log.
             inner.cleaning.close();
@@ -316,7 +321,6 @@ async fn install(
             return Err(conflict(inner));
         }
         let replaced: Vec<_> = st.segments.splice(at..at + run.len(), [segment]).collect();
-        super::read::forget_hints(&mut st, base, end);
         replaced
     };
     if let Some((cache, entries)) = &inner.cache {

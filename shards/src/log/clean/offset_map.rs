@@ -20,11 +20,14 @@ pub(crate) struct OffsetMap {
 }
 
 impl OffsetMap {
-    pub fn with_memory(bytes: usize) -> OffsetMap {
+    /// A map within `bytes`, for at most `entries_needed` keys. The table is sized once, up
+    /// front, so it never grows past the budget.
+    pub fn with_memory(bytes: usize, entries_needed: usize) -> OffsetMap {
+        let capacity = (bytes / BYTES_PER_ENTRY).clamp(1, entries_needed.max(1));
         OffsetMap {
             hashers: (RandomState::new(), RandomState::new()),
-            latest: HashMap::new(),
-            capacity: (bytes / BYTES_PER_ENTRY).max(1),
+            latest: HashMap::with_capacity(capacity),
+            capacity,
         }
     }
 
@@ -63,7 +66,7 @@ mod tests {
 
     #[test]
     fn keeps_the_latest_offset_and_refuses_new_keys_when_full() {
-        let mut m = OffsetMap::with_memory(2 * BYTES_PER_ENTRY);
+        let mut m = OffsetMap::with_memory(2 * BYTES_PER_ENTRY, 100);
         assert!(m.put(b"a", 1));
         assert!(m.put(b"b", 2));
         assert!(m.put(b"a", 5), "a known key always fits");

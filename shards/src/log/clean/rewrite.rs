@@ -19,7 +19,9 @@ use crate::uring::{File, WriteChunk};
 use std::path::Path;
 
 /// Largest record section the cleaner decompresses; a batch beyond it is kept whole.
-pub(crate) const DECOMPRESSED_MAX_BYTES: usize = 64 << 20;
+/// Bounded also because decompressing and compressing again runs on the shard's thread between
+/// two yields.
+pub(crate) const DECOMPRESSED_MAX_BYTES: usize = 8 << 20;
 /// Cleaned bytes gathered before one write.
 const WRITE_BYTES: usize = 1 << 20;
 
@@ -145,6 +147,7 @@ pub(crate) struct SourceSegment {
     pub file: File,
     pub size: u64,
     pub next_offset: i64,
+    pub max_timestamp: i64,
 }
 
 /// How much a rewrite kept and dropped.
@@ -168,8 +171,8 @@ pub(crate) async fn rewrite_run(
     let paths = swap::cleaned_paths(dir, base);
     let mut out = Segment::create_at(paths, base).await?;
     let mut counts = RewriteCounts::default();
-    let mut pending: Vec<WriteChunk> = Vec::new();
-    let mut pending_bytes = 0usize;
+    // Kept batches are copied out: a slice would pin its whole 1 MiB read buffer.
+    let mut pending: Vec<u8> = Vec::with_capacity(WRITE_BYTES);
     let mut written = 0u64;
     for source in run {
         let mut batches = SegmentBatches::new(source.file.clone(), source.size);
@@ -179,21 +182,22 @@ pub(crate) async fn rewrite_run(
             }
             counts.bytes_read += read;
             throttle.spend(read).await;
-            let (kept, kept_header) = match filter_batch(&bytes, &header, rule) {
-                Filtered::Unchanged => (WriteChunk::Shared(bytes), header),
-                Filtered::Removed => continue,
+            match filter_batch(&bytes, &header, rule) {
+                Filtered::Unchanged => {
+                    out.record_batch(out.size, &header, index_interval);
+                    pending.extend_from_slice(&bytes);
+                }
+                Filtered::Removed => {}
                 Filtered::Rewritten(v) => {
                     let h = BatchHeader::parse(&v).map_err(Error::InvalidBatch)?;
-                    (WriteChunk::Owned(v), h)
+                    out.record_batch(out.size, &h, index_interval);
+                    pending.extend_from_slice(&v);
                 }
-            };
-            out.record_batch(out.size, &kept_header, index_interval);
-            pending_bytes += kept.as_slice().len();
-            pending.push(kept);
-            if pending_bytes >= WRITE_BYTES {
-                written += flush_pending(&out.file, written, &mut pending, throttle).await?;
-                pending_bytes = 0;
             }
+            if pending.len() >= WRITE_BYTES {
+                written += flush_pending(&out.file, written, &mut pending, throttle).await?;
+            }
+            glommio::yield_if_needed().await;
         }
     }
     written += flush_pending(&out.file, written, &mut pending, throttle).await?;
@@ -201,6 +205,12 @@ pub(crate) async fn rewrite_run(
     counts.bytes_written = written;
     let last = run.last().expect("a run holds a segment");
     out.next_offset = out.next_offset.max(last.next_offset);
+    if out.max_timestamp < 0 {
+        // Every record went: the segment keeps its sources' newest timestamp, so retention by
+        // time (compact,delete) still expires it.
+        out.max_timestamp = run.iter().map(|s| s.max_timestamp).max().unwrap_or(-1);
+        out.offset_of_max_timestamp = base;
+    }
     out.seal_indexes();
     let writes = out.index_writes();
     crate::log::segment::write_indexes(&writes, true).await?;
@@ -216,15 +226,15 @@ pub(crate) async fn rewrite_run(
 async fn flush_pending(
     file: &File,
     at: u64,
-    pending: &mut Vec<WriteChunk>,
+    pending: &mut Vec<u8>,
     throttle: &IoThrottle,
 ) -> Result<u64> {
-    let chunks = std::mem::take(pending);
-    let len: u64 = chunks.iter().map(|c| c.as_slice().len() as u64).sum();
-    if len == 0 {
+    if pending.is_empty() {
         return Ok(0);
     }
-    file.write_all_at(at, chunks)
+    let bytes = std::mem::replace(pending, Vec::with_capacity(WRITE_BYTES));
+    let len = bytes.len() as u64;
+    file.write_all_at(at, vec![WriteChunk::Owned(bytes)])
         .await
         .map_err(|e| Error::io("write", file.path(), e))?;
     throttle.spend(len).await;

@@ -36,8 +36,9 @@ fn with_suffix(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Steps 2 and 3: `base`'s cleaned files replace the segments at `replaced` (which include it).
-pub(crate) async fn commit(dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
+/// Step 2: decides that `base`'s cleaned files replace the segments at `replaced` (which
+/// include it).
+pub(crate) async fn decide(dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
     let manifest = dir.join(MANIFEST);
     let mut text = format!("{base}\n");
     for b in replaced {
@@ -45,11 +46,11 @@ pub(crate) async fn commit(dir: &Path, base: i64, replaced: &[i64]) -> Result<()
     }
     uring::write_atomically(&manifest, text.into_bytes())
         .await
-        .map_err(|e| Error::io("write cleaner manifest", &manifest, e))?;
-    finish(dir, base, replaced).await
+        .map_err(|e| Error::io("write cleaner manifest", &manifest, e))
 }
 
-async fn finish(dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
+/// Step 3, after `decide` (and on open, after a crash).
+pub(crate) async fn finish(dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
     let cleaned = cleaned_paths(dir, base);
     let target = SegmentPaths::new(dir, base);
     // Any order will do: a crash here replays the manifest before anything opens these files.

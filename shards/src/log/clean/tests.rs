@@ -379,7 +379,7 @@ fn rewritten_batches_keep_their_identity() {
     for codec in CODECS {
         let batch = compressed(&build_batch(&recs, ProducerFields::NONE), codec);
         let h = BatchHeader::parse(&batch).unwrap();
-        let mut map = offset_map::OffsetMap::with_memory(1 << 10);
+        let mut map = offset_map::OffsetMap::with_memory(1 << 10, 100);
         assert!(rewrite::for_each_key(&batch, &h, |k, o| map.put(k, o)));
         let rule = rewrite::Retention {
             map: &map,
@@ -416,4 +416,153 @@ fn rewritten_batches_keep_their_identity() {
             vec![(2, 102), (3, 103)]
         );
     }
+}
+
+/// Rounds of ten records: five keys only that round has, five shared by every round.
+async fn write_mixed(log: &Log, rounds: usize) {
+    for round in 0..rounds {
+        let recs: Vec<NewRecord> = (0..10)
+            .map(|k| NewRecord {
+                key: Some(Bytes::from(if k < 5 {
+                    format!("u-{round}-{k}")
+                } else {
+                    format!("s-{k}")
+                })),
+                value: Some(Bytes::from(format!("v{round}-{k}-{}", "x".repeat(40)))),
+                timestamp_ms: 1_000 + round as i64,
+                headers: vec![],
+            })
+            .collect();
+        let valid = log
+            .validate(
+                &build_batch(&recs, ProducerFields::NONE),
+                BatchOrigin::Client,
+            )
+            .unwrap();
+        log.append(valid, 0).await.unwrap();
+    }
+}
+
+async fn offsets_in(r: &crate::log::ReadResult) -> Vec<i64> {
+    let bytes = r.to_bytes().await.unwrap();
+    let mut out = Vec::new();
+    for b in crate::batch::split_batches(&bytes).unwrap() {
+        let h = crate::batch::validate(&b, usize::MAX, BatchOrigin::Replica).unwrap();
+        let section = Bytes::from(record_section(&b, 1 << 24).unwrap());
+        out.extend(
+            decode_record_section(&h, &section)
+                .unwrap()
+                .iter()
+                .map(|r| r.offset),
+        );
+    }
+    out
+}
+
+/// A read that found its segment before a swap and ends after it must not leave a position in
+/// the old file for the next read from where it stopped (the cleaned segment keeps the base).
+#[test]
+fn a_read_spanning_a_swap_leaves_no_stale_position() {
+    for max_bytes in [800, 3000] {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().to_path_buf();
+        run(move || async move {
+            let config = LogConfig {
+                index_interval_bytes: 1024,
+                ..compacted_config()
+            };
+            let log = open(&dir, IoMode::Buffered, config).await;
+            write_mixed(&log, 80).await;
+            log.flush().await.unwrap();
+            let end = log.log_end_offset();
+            let base = log.inner.state.borrow().segments[1].base_offset;
+            let view = crate::log::read::segment_view(&log.inner, base, end).unwrap();
+            log.clean(&budget(u64::MAX), i64::MAX, 10)
+                .await
+                .unwrap()
+                .unwrap();
+            let first = crate::log::read::read_segment(&log.inner, view, base, max_bytes, end)
+                .await
+                .unwrap()
+                .unwrap();
+            let next = first.next_offset;
+            let retained: Vec<i64> = read_records(&log).await.iter().map(|w| w.0).collect();
+            let got = offsets_in(&log.read(next, 1 << 20, end).await.unwrap()).await;
+            let want: Vec<i64> = retained.iter().copied().filter(|&o| o >= next).collect();
+            assert!(
+                !got.is_empty() && want.starts_with(&got),
+                "read({next}): {got:?}, retained from there {:?}",
+                &want[..want.len().min(10)]
+            );
+            log.close().await.unwrap();
+        });
+    }
+}
+
+/// A run whose records all went leaves an empty segment; it keeps a timestamp, so time
+/// retention of a compact,delete topic still passes it.
+#[test]
+fn emptied_segments_still_expire_by_time() {
+    each_mode(|dir, mode| {
+        let dir = dir.to_path_buf();
+        run(|| async move {
+            let config = LogConfig {
+                cleanup_policy: CleanupPolicy::CompactAndDelete,
+                retention_ms: 10_000,
+                ..compacted_config()
+            };
+            let log = open(&dir, mode, config.clone()).await;
+            let mut written = Vec::new();
+            write_versions(&log, 80, &mut written).await;
+            log.flush().await.unwrap();
+            log.clean(&budget(u64::MAX), i64::MAX, 10)
+                .await
+                .unwrap()
+                .unwrap();
+            log.close().await.unwrap();
+            let log = open(&dir, mode, config).await;
+            let before = log.segment_count();
+            let r = log.apply_retention(1_000_000_000).await.unwrap();
+            assert_eq!(
+                r.deleted_segments, before,
+                "{r:?}: everything is past retention.ms"
+            );
+            log.close().await.unwrap();
+        });
+    });
+}
+
+/// Truncating into a segment whose tail compaction removed ends the log at the offset at the
+/// latest, and appends continue there.
+#[test]
+fn truncation_into_a_compacted_tail_ends_the_log_there() {
+    each_mode(|dir, mode| {
+        let dir = dir.to_path_buf();
+        run(|| async move {
+            let log = open(&dir, mode, compacted_config()).await;
+            let mut written = Vec::new();
+            write_versions(&log, 80, &mut written).await;
+            log.flush().await.unwrap();
+            log.clean(&budget(u64::MAX), i64::MAX, 10)
+                .await
+                .unwrap()
+                .unwrap();
+            let (base, next) = {
+                let st = log.inner.state.borrow();
+                (st.segments[1].base_offset, st.segments[1].next_offset)
+            };
+            assert!(next > base + 1);
+            log.truncate_to(base + 1).await.unwrap();
+            assert!(
+                log.log_end_offset() <= base + 1,
+                "end {}",
+                log.log_end_offset()
+            );
+            let end = log.log_end_offset();
+            let mut more = Vec::new();
+            write_versions(&log, 1, &mut more).await;
+            assert_eq!(more[0].0, end);
+            log.close().await.unwrap();
+        });
+    });
 }
