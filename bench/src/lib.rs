@@ -1,8 +1,10 @@
-//! ferrite-bench as a library: the client, the partitioner and the open-loop schedule, shared
-//! by the binary and its tests.
+//! ferrite-bench as a library: the client, the partitioner, the open-loop schedule and group
+//! membership, shared by the binary and its tests.
 
+pub mod assignor;
 pub mod client;
 pub mod consumer;
+mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod records;

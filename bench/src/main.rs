@@ -23,7 +23,7 @@ struct Cli {
 enum Mode {
     /// Produce records and time their acknowledgements.
     Produce(Options),
-    /// Consume a topic from the earliest offset.
+    /// Consume a topic from the earliest offset (with --group: from the group's offsets).
     Consume(Options),
     /// Produce and consume together; time each record from send to receipt.
     E2e(Options),
@@ -98,8 +98,9 @@ pub struct Options {
     producers: usize,
     #[arg(long, default_value_t = 1)]
     consumers: usize,
-    /// Consume as a member of this consumer group.
-    #[arg(long)]
+    /// Consumers join this consumer group, which assigns them the partitions; they start at
+    /// its committed offsets (else earliest; latest in e2e) and commit where they stopped.
+    #[arg(long, value_name = "GROUP")]
     group: Option<String>,
     /// Messages per second, all producers together, open loop.
     #[arg(long, value_name = "MSGS_PER_S")]
@@ -147,8 +148,8 @@ impl Options {
         if self.duration.is_some_and(|d| d <= 0.0) {
             bail!("--duration must be positive");
         }
-        if self.group.is_some() {
-            bail!("--group: consuming as a group member is not implemented yet; consumers are assigned partitions");
+        if self.group.as_deref().is_some_and(str::is_empty) {
+            bail!("--group must name a group");
         }
         Ok(())
     }

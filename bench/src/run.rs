@@ -92,6 +92,8 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
             e2e,
             verify: o.verify,
             size: o.size,
+            group: o.group.clone(),
+            bootstrap: boot.clone(),
         };
         for i in 0..o.consumers {
             let c = Consumer::new(

@@ -3,7 +3,7 @@
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,6 +25,8 @@ pub struct Stats {
     /// Content checks that failed (consume --verify), and records seen twice.
     pub verify_failures: AtomicU64,
     pub duplicates: AtomicU64,
+    /// (producer, sequence) of every record consume --verify read, kept through the warm-up.
+    pub seen: Mutex<HashSet<(u32, u32)>>,
 }
 
 impl Default for Stats {
@@ -37,6 +39,7 @@ impl Default for Stats {
             e2e: Mutex::new(histogram()),
             verify_failures: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
+            seen: Mutex::new(HashSet::new()),
         }
     }
 }

@@ -264,3 +264,64 @@ fn broker_errors_are_counted_by_code() {
     assert_eq!(e["errors"], 50);
     assert_eq!(e["errors_by_code"]["10"], 50, "MESSAGE_TOO_LARGE: {e}");
 }
+
+#[test]
+fn a_group_reads_every_record_once_and_commits_where_it_stopped() {
+    let broker = Broker::start(&["--set", "group.initial.rebalance.delay.ms=300"]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], name: &str| -> serde_json::Value {
+        let path = dir.path().join(name);
+        let mut all = args.to_vec();
+        all.extend([
+            "--brokers",
+            &broker.addr,
+            "--topic",
+            "grouped",
+            "--size",
+            "200",
+        ]);
+        all.extend(["--json", path.to_str().unwrap()]);
+        let out = bench(&all);
+        assert!(
+            out.status.success(),
+            "{all:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&path)
+    };
+    let group = ["--group", "G", "--consumers", "2"];
+    let p = run(
+        &[
+            "produce",
+            "--create",
+            "--partitions",
+            "6",
+            "--messages",
+            "12000",
+            "--producers",
+            "2",
+        ],
+        "produce.json",
+    );
+    assert_eq!(p["messages"], 12000);
+    let first = run(
+        &[&["consume", "--verify"][..], &group].concat(),
+        "first.json",
+    );
+    assert_eq!(
+        first["messages"], 12000,
+        "every record, once in all: {first}"
+    );
+    assert_eq!(first["duplicates"], 0, "no record read by both members");
+    assert_eq!(first["verify_failures"], 0);
+    assert_eq!(first["errors"], 0, "{first}");
+    let again = run(&[&["consume"][..], &group].concat(), "again.json");
+    assert_eq!(again["messages"], 0, "the group committed the end: {again}");
+    assert_eq!(again["errors"], 0, "{again}");
+    // Committed exactly where reading stopped: a later run reads only what came since.
+    run(&["produce", "--messages", "500"], "more.json");
+    let rest = run(&[&["consume"][..], &group].concat(), "rest.json");
+    assert_eq!(rest["messages"], 500, "{rest}");
+    assert_eq!(rest["errors"], 0, "{rest}");
+}
