@@ -93,7 +93,7 @@ fn the_controller(shard: &Shard) -> &Controller {
 }
 
 /// Checks a new topic against the snapshot and fills in defaults.
-fn check_new_topic(
+pub(crate) fn check_new_topic(
     shard: &Shard,
     metadata: &ClusterMetadata,
     t: &NewTopic,
@@ -140,8 +140,11 @@ fn check_new_topic(
 }
 
 /// Publishes `metadata` to every shard and waits until each has opened or removed partitions.
-async fn publish(shard: &Shard, metadata: ClusterMetadata) -> Result<(), TopicError> {
-    let metadata = Arc::new(metadata);
+pub async fn publish(
+    shard: &Shard,
+    metadata: impl Into<Arc<ClusterMetadata>>,
+) -> Result<(), TopicError> {
+    let metadata: Arc<ClusterMetadata> = metadata.into();
     let results = shard
         .router()
         .broadcast(move |s: Rc<Shard>| {
@@ -165,6 +168,9 @@ pub async fn create_topics(
     topics: Vec<NewTopic>,
     validate_only: bool,
 ) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
+    if let Some(zk) = &shard.cluster {
+        return crate::cluster::admin::create_topics(shard, zk, topics, validate_only).await;
+    }
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
     let current = shard.metadata();
@@ -233,6 +239,9 @@ pub async fn delete_topics(
     shard: &Shard,
     names: Vec<String>,
 ) -> Vec<(String, Result<(), TopicError>)> {
+    if let Some(zk) = &shard.cluster {
+        return crate::cluster::admin::delete_topics(shard, zk, names).await;
+    }
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
     let mut next = (*shard.metadata()).clone();
@@ -268,6 +277,11 @@ pub async fn create_partitions(
     count: i32,
     validate_only: bool,
 ) -> Result<(), TopicError> {
+    if shard.cluster.is_some() {
+        return Err(TopicError::InvalidRequest(
+            "CreatePartitions is not supported in ZooKeeper mode yet.".into(),
+        ));
+    }
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
     let current = shard.metadata();
@@ -314,7 +328,16 @@ pub async fn create_partitions(
 pub async fn allocate_producer_id(shard: &Shard) -> Result<i64, String> {
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
-    let id = controller.next_producer_id.get();
+    let mut id = controller.next_producer_id.get();
+    if let Some(zk) = &shard.cluster {
+        if id >= controller.producer_ids_reserved_below.get() {
+            let (start, end) = crate::cluster::admin::producer_id_block(zk).await?;
+            id = start;
+            controller.producer_ids_reserved_below.set(end + 1);
+        }
+        controller.next_producer_id.set(id + 1);
+        return Ok(id);
+    }
     if id >= controller.producer_ids_reserved_below.get() {
         let reserve = id + store::PRODUCER_ID_BLOCK;
         store::save_producer_reservation(

@@ -1,6 +1,7 @@
 //! `ferrite`: the broker binary.
 
 mod cli;
+mod cluster;
 mod config;
 mod controller;
 mod groups;
@@ -39,11 +40,29 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if config.zookeeper.is_some() {
-                eprintln!("ferrite: --zookeeper (cluster mode) is not available yet; run without it for a single broker");
-                return ExitCode::from(2);
-            }
-            match server::serve(config) {
+            let cluster = match &config.zookeeper {
+                None => None,
+                Some(connect) => {
+                    let options = cluster::ClusterOptions {
+                        connect: connect.clone(),
+                        node_id: config.node_id,
+                        host: config.advertised_host.clone(),
+                        port: config.advertised_port,
+                        session_timeout: std::time::Duration::from_millis(
+                            config.broker.zookeeper_session_timeout_ms,
+                        ),
+                        shards: config.cores.len(),
+                    };
+                    match cluster::start(options) {
+                        Ok(started) => Some(started),
+                        Err(e) => {
+                            tracing::error!(error = %format!("{e:#}"), "joining the cluster failed");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                }
+            };
+            match server::serve(config, cluster) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "ferrite failed");

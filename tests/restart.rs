@@ -3,31 +3,15 @@
 
 mod common;
 
-use common::{kcat, Broker, CLIENT_TIMEOUT};
+use common::{kcat, kcat_consume, Broker, CLIENT_TIMEOUT};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 fn consume_all(broker: &Broker, topic: &str) -> Vec<(i32, i64, String)> {
-    let out = kcat(
-        broker,
-        &[
-            "-C",
-            "-t",
-            topic,
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%p %o %s\n",
-        ],
-        None,
-    );
-    String::from_utf8(out)
-        .unwrap()
-        .lines()
+    kcat_consume(broker, topic, "%p %o %s\n")
+        .iter()
         .map(|l| {
             let mut it = l.splitn(3, ' ');
             (

@@ -221,6 +221,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         1024,
         I32_MAX,
     ),
+    key(
+        "zookeeper.session.timeout.ms",
+        "ZooKeeper session timeout: a broker silent this long is dead to the cluster",
+        "18000",
+        1000,
+        I32_MAX,
+    ),
 ];
 
 /// Values of the broker settings, parsed.
@@ -244,6 +251,7 @@ pub struct BrokerSettings {
     pub recovery_checkpoint_interval_ms: i64,
     pub retention_check_interval_ms: i64,
     pub socket_request_max_bytes: usize,
+    pub zookeeper_session_timeout_ms: u64,
     /// Defaults for topic-level log settings.
     pub log: LogConfig,
     /// Names set explicitly (tuning file), reported as STATIC_BROKER_CONFIG.
@@ -272,6 +280,7 @@ impl Default for BrokerSettings {
             recovery_checkpoint_interval_ms: 1000,
             retention_check_interval_ms: 300_000,
             socket_request_max_bytes: 104_857_600,
+            zookeeper_session_timeout_ms: 18_000,
             log: LogConfig::default(),
             explicit: Vec::new(),
             values: BROKER_KEYS
@@ -365,6 +374,7 @@ impl BrokerSettings {
             "offsets.topic.num.partitions" => self.offsets_topic_partitions = int()? as i32,
             "offsets.topic.segment.bytes" => self.offsets_topic_segment_bytes = int()?,
             "socket.request.max.bytes" => self.socket_request_max_bytes = int()? as usize,
+            "zookeeper.session.timeout.ms" => self.zookeeper_session_timeout_ms = int()? as u64,
             other => unreachable!("{other} is in BROKER_KEYS but not handled"),
         }
         if let Some(slot) = self.values.iter_mut().find(|(n, _)| *n == name) {

@@ -83,7 +83,12 @@ where
         .topic(CONSUMER_OFFSETS_TOPIC)
         .ok_or(codes::COORDINATOR_NOT_AVAILABLE)?;
     let partition = records::coordinator_partition(group_id, topic.partitions.len() as i32);
-    let owner = topic.partitions[partition as usize].shard;
+    let info = &topic.partitions[partition as usize];
+    // The coordinator is the leader of the group's partition (it moves with leadership).
+    if !shard.leads(info) {
+        return Err(codes::NOT_COORDINATOR);
+    }
+    let owner = info.shard;
     shard
         .router()
         .call(

@@ -113,6 +113,12 @@ fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
         .iter()
         .map(|p| {
             MetadataResponsePartition::default()
+                // No leader (offline, or not elected yet): clients wait and ask again.
+                .with_error_code(if p.leader < 0 {
+                    errors::LEADER_NOT_AVAILABLE
+                } else {
+                    0
+                })
                 .with_partition_index(p.index)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)

@@ -7,15 +7,22 @@ use futures::future::LocalBoxFuture;
 use std::rc::Rc;
 
 /// Runs `f` on the shard that owns `topic`/`index`, with the partition. A partition that does
-/// not exist (or is not open yet) is UNKNOWN_TOPIC_OR_PARTITION.
+/// not exist (or is not open yet) is UNKNOWN_TOPIC_OR_PARTITION; one this broker does not lead
+/// is NOT_LEADER_OR_FOLLOWER.
 pub async fn on_partition<R, F>(shard: &Shard, topic: &str, index: i32, f: F) -> Result<R, i16>
 where
     R: Send + 'static,
     F: FnOnce(Rc<Partition>) -> LocalBoxFuture<'static, R> + Send + 'static,
 {
-    let Some(owner) = shard.metadata().partition(topic, index).map(|p| p.shard) else {
+    let metadata = shard.metadata();
+    let Some(info) = metadata.partition(topic, index) else {
         return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
     };
+    // Only the leader answers for a partition; a client elsewhere refreshes its metadata.
+    if !shard.leads(info) {
+        return Err(errors::NOT_LEADER_OR_FOLLOWER);
+    }
+    let owner = info.shard;
     let topic = topic.to_string();
     shard
         .router()

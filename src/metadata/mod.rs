@@ -62,7 +62,7 @@ impl TopicInfo {
 }
 
 /// One snapshot of the cluster's metadata.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterMetadata {
     pub cluster_id: String,
     pub controller_id: i32,

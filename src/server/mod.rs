@@ -13,6 +13,7 @@ pub mod frame;
 pub mod send;
 pub mod shard;
 
+use crate::cluster;
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
 use crate::metadata::{store, BrokerInfo, ClusterMetadata};
@@ -34,26 +35,33 @@ const MAINTENANCE_TICK: Duration = Duration::from_millis(200);
 /// How long start-up may take before the broker gives up (opening many partitions).
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Runs the broker until SIGTERM or SIGINT.
-pub fn serve(config: BrokerConfig) -> anyhow::Result<()> {
+/// Runs the broker until SIGTERM or SIGINT: the single-broker default, or a member of a
+/// ZooKeeper cluster when `cluster` is given (its control thread already registered).
+pub fn serve(config: BrokerConfig, cluster: Option<cluster::Started>) -> anyhow::Result<()> {
     block_termination_signals();
     std::fs::create_dir_all(&config.data_dir)?;
-    let node = BrokerInfo {
-        node_id: config.node_id,
-        host: config.advertised_host.clone(),
-        port: config.advertised_port as i32,
-        rack: None,
-    };
     let shard_count = config.cores.len();
-    let loaded = store::load(&config.data_dir, &node, shard_count)?;
-    if loaded.moved_partitions > 0 {
-        tracing::info!(
-            moved = loaded.moved_partitions,
-            shards = shard_count,
-            "placed partitions of missing shards on the remaining ones"
-        );
-    }
-    let metadata = Arc::new(loaded.metadata);
+    let (metadata, producer_ids_reserved_below, zk, mut views) = match cluster {
+        Some(started) => (started.first, 0, Some(started.handle), Some(started.views)),
+        None => {
+            let node = BrokerInfo {
+                node_id: config.node_id,
+                host: config.advertised_host.clone(),
+                port: config.advertised_port as i32,
+                rack: None,
+            };
+            let loaded = store::load(&config.data_dir, &node, shard_count)?;
+            if loaded.moved_partitions > 0 {
+                tracing::info!(
+                    moved = loaded.moved_partitions,
+                    shards = shard_count,
+                    "placed partitions of missing shards on the remaining ones"
+                );
+            }
+            let reserved = loaded.producer_ids_reserved_below;
+            (Arc::new(loaded.metadata), reserved, None, None)
+        }
+    };
     let config = Arc::new(config);
     let started = Instant::now();
     let endpoints = router::mesh::<Shard>(shard_count, config.shard(0).router_queue_depth);
@@ -68,12 +76,23 @@ pub fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         let config = config.clone();
         let metadata = metadata.clone();
         let ready = ready_tx.clone();
-        let reserved = loaded.producer_ids_reserved_below;
         let stopping = stopping.clone();
+        let cluster = ShardCluster {
+            zk: zk.clone(),
+            // Shard 0 installs the control thread's views on every shard.
+            views: if i == 0 { views.take() } else { None },
+        };
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{i}"))
             .spawn(move || async move {
-                run_shard(ep, config, metadata, reserved, ready, stop_rx, stopping).await;
+                let start = ShardStart {
+                    endpoints: ep,
+                    config,
+                    metadata,
+                    producer_ids_reserved_below,
+                    cluster,
+                };
+                run_shard(start, ready, stop_rx, stopping).await;
             })
             .map_err(|e| anyhow::anyhow!("starting shard {i} on CPU {cpu}: {e}"))?;
         threads.push(handle);
@@ -123,18 +142,43 @@ pub fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     }
 }
 
-async fn run_shard(
+/// What a shard is started with.
+struct ShardStart {
     endpoints: Endpoints<Shard>,
     config: Arc<BrokerConfig>,
     metadata: Arc<ClusterMetadata>,
     producer_ids_reserved_below: i64,
+    cluster: ShardCluster,
+}
+
+/// A shard's part in ZooKeeper mode.
+struct ShardCluster {
+    zk: Option<cluster::ZkHandle>,
+    views: Option<futures::channel::mpsc::UnboundedReceiver<Arc<ClusterMetadata>>>,
+}
+
+async fn run_shard(
+    start: ShardStart,
     ready: mpsc::Sender<Result<(), String>>,
     stop: futures::channel::oneshot::Receiver<()>,
     stopping: Arc<StopBarrier>,
 ) {
+    let ShardStart {
+        endpoints,
+        config,
+        metadata,
+        producer_ids_reserved_below,
+        cluster,
+    } = start;
     let id = endpoints.shard();
     let controller = (id == ShardId(0)).then(|| Controller::new(producer_ids_reserved_below));
-    let shard = Rc::new(Shard::new(id, config.clone(), metadata, controller));
+    let shard = Rc::new(Shard::new(
+        id,
+        config.clone(),
+        metadata,
+        controller,
+        cluster.zk,
+    ));
     let router = endpoints.connect(shard.clone()).await;
     shard.set_router(router);
     if let Err(e) = shard.reconcile().await {
@@ -155,6 +199,9 @@ async fn run_shard(
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     glommio::spawn_local(maintenance_loop(shard.clone())).detach();
     cleaner::start(&shard);
+    if let Some(views) = cluster.views {
+        glommio::spawn_local(install_views(shard.clone(), views)).detach();
+    }
     shard.groups.start(&shard);
     let _ = ready.send(Ok(()));
     let _ = stop.await;
@@ -230,6 +277,22 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
             open.set(open.get() - 1);
         })
         .detach();
+    }
+}
+
+/// Shard 0 in ZooKeeper mode: every view the control thread reads goes to every shard.
+async fn install_views(
+    shard: Rc<Shard>,
+    mut views: futures::channel::mpsc::UnboundedReceiver<Arc<ClusterMetadata>>,
+) {
+    use futures::StreamExt;
+    while let Some(view) = views.next().await {
+        if shard.is_shutting_down() {
+            return;
+        }
+        if let Err(e) = crate::controller::publish(&shard, view).await {
+            tracing::error!(error = %e.message(), "installing the cluster view failed");
+        }
     }
 }
 

@@ -5,10 +5,11 @@
 //! shard then opens the partitions placed on it that it does not have and closes those that
 //! are gone (`reconcile`).
 
+use crate::cluster::ZkHandle;
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
 use crate::groups::{self, Coordinator};
-use crate::metadata::{ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
+use crate::metadata::{ClusterMetadata, PartitionInfo, CONSUMER_OFFSETS_TOPIC};
 use ferrite_shards::log::{BatchCache, LogOptions};
 use ferrite_shards::partition::Partition;
 use ferrite_shards::placement::ShardId;
@@ -47,6 +48,8 @@ pub struct Shard {
     pub controller: Option<Controller>,
     /// The consumer groups whose `__consumer_offsets` partitions this shard owns.
     pub groups: Rc<Coordinator>,
+    /// The control thread, in ZooKeeper mode.
+    pub cluster: Option<ZkHandle>,
     reconcile_lock: glommio::sync::Semaphore,
     pub stats: ShardStats,
     shutting_down: Cell<bool>,
@@ -59,6 +62,7 @@ impl Shard {
         config: Arc<BrokerConfig>,
         metadata: Arc<ClusterMetadata>,
         controller: Option<Controller>,
+        cluster: Option<ZkHandle>,
     ) -> Shard {
         let settings = config.shard(id.0).clone();
         Shard {
@@ -70,6 +74,7 @@ impl Shard {
                 .then(|| BatchCache::new(settings.cache_bytes)),
             request_budget: Rc::new(FifoGate::new(settings.request_bytes_max as u64)),
             controller,
+            cluster,
             groups: Rc::new(Coordinator::new(groups::config_of(&config))),
             reconcile_lock: glommio::sync::Semaphore::new(1),
             stats: ShardStats::default(),
@@ -115,6 +120,17 @@ impl Shard {
             .collect()
     }
 
+    /// Whether this shard keeps a replica of the partition: it is placed here and this broker
+    /// is one of its replicas.
+    fn hosts(&self, p: &PartitionInfo) -> bool {
+        p.shard == self.id && p.replicas.contains(&self.config.node_id)
+    }
+
+    /// Whether this broker leads the partition now (it answers produce and fetch for it).
+    pub fn leads(&self, p: &PartitionInfo) -> bool {
+        p.leader == self.config.node_id
+    }
+
     pub fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
         self.config.data_dir.join(format!("{topic}-{index}"))
     }
@@ -133,8 +149,12 @@ impl Shard {
         let mut to_open = Vec::new();
         for t in metadata.topics.values() {
             for p in &t.partitions {
-                if p.shard == self.id && self.partition(&t.name, p.index).is_none() {
-                    to_open.push((t.clone(), p.index, p.leader_epoch));
+                if !self.hosts(p) {
+                    continue;
+                }
+                match self.partition(&t.name, p.index) {
+                    None => to_open.push((t.clone(), p.index, p.leader_epoch)),
+                    Some(open) => open.set_leader_epoch(p.leader_epoch),
                 }
             }
         }
@@ -145,7 +165,7 @@ impl Shard {
                 .filter(|(name, i, _)| {
                     metadata
                         .partition(name, *i)
-                        .is_none_or(|info| info.shard != self.id)
+                        .is_none_or(|info| !self.hosts(info))
                 })
                 .collect()
         };

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod wire;
+pub mod zookeeper;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -120,6 +121,15 @@ impl Broker {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// SIGSTOP: the process stops answering anyone (ZooKeeper included) until `resume`.
+    pub fn pause(&self) {
+        unsafe { libc::kill(self.pid() as i32, libc::SIGSTOP) };
+    }
+
+    pub fn resume(&self) {
+        unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
+    }
+
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => c.try_wait().unwrap().is_none(),
@@ -131,6 +141,8 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // A paused process still dies of SIGKILL; SIGCONT first keeps its log whole.
+            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -224,6 +236,31 @@ pub fn kcat(broker: &Broker, args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
+}
+
+/// Every message of `topic` from the beginning, one line each in kcat's `-f` format (which
+/// must end in a newline).
+pub fn kcat_consume(broker: &Broker, topic: &str, format: &str) -> Vec<String> {
+    let out = kcat(
+        broker,
+        &[
+            "-C",
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            format,
+        ],
+        None,
+    );
+    String::from_utf8(out)
+        .expect("utf-8 output")
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 fn python_path() -> PathBuf {

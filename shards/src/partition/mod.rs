@@ -81,6 +81,11 @@ impl Partition {
         self.leader_epoch.get()
     }
 
+    /// A new leadership term: later appends are stamped with `epoch`.
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.leader_epoch.set(epoch);
+    }
+
     pub fn producer_count(&self) -> usize {
         self.producers.borrow().len()
     }

@@ -1,0 +1,173 @@
+//! Topic administration in ZooKeeper mode, on the shard side: validate and place as the
+//! single-broker controller does, then let the control thread write ZooKeeper and wait until
+//! the shards' view shows the result.
+
+use super::requests::{CreateOutcome, PlannedTopic, Request};
+use super::ZkHandle;
+use crate::controller::{check_new_topic, NewTopic, TopicError};
+use crate::metadata::{cluster_id_string, random_id, PartitionInfo, TopicInfo};
+use crate::server::shard::Shard;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a shard waits for its view to show a change ZooKeeper already has.
+const VIEW_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn unavailable() -> TopicError {
+    TopicError::Storage("the ZooKeeper control thread has stopped".into())
+}
+
+pub async fn create_topics(
+    shard: &Shard,
+    zk: &ZkHandle,
+    topics: Vec<NewTopic>,
+    validate_only: bool,
+) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
+    let metadata = shard.metadata();
+    let live: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id).collect();
+    let mut results = Vec::with_capacity(topics.len());
+    let mut planned = Vec::new();
+    for t in topics {
+        let checked = check_new_topic(shard, &metadata, &t).and_then(|t| {
+            if t.replication_factor > 1 {
+                // Followers do not fetch yet: a second replica would only pretend.
+                return Err(TopicError::InvalidReplicationFactor(format!(
+                    "Replication factor {} is not supported yet: Ferrite does not replicate.",
+                    t.replication_factor
+                )));
+            }
+            Ok(t)
+        });
+        match checked {
+            Err(e) => results.push((t.name, Err(e))),
+            Ok(t) => {
+                let start = random_id()[0] as usize;
+                let replicas = super::assign_replicas(
+                    &live,
+                    t.partitions as usize,
+                    t.replication_factor as usize,
+                    start,
+                );
+                let plan = PlannedTopic {
+                    name: t.name.clone(),
+                    id: cluster_id_string(&random_id()),
+                    replicas,
+                    configs: t.configs,
+                };
+                if validate_only {
+                    results.push((t.name, Ok(Arc::new(preview(&plan)))));
+                } else {
+                    planned.push(plan);
+                }
+            }
+        }
+    }
+    if planned.is_empty() {
+        return results;
+    }
+    let names: Vec<String> = planned.iter().map(|p| p.name.clone()).collect();
+    let Some(created) = zk
+        .call(|reply| Request::CreateTopics {
+            topics: planned,
+            reply,
+        })
+        .await
+    else {
+        results.extend(names.into_iter().map(|n| (n, Err(unavailable()))));
+        return results;
+    };
+    for (name, outcome) in created {
+        let result = match outcome {
+            CreateOutcome::AlreadyExists => Err(TopicError::AlreadyExists),
+            CreateOutcome::Failed(e) => Err(TopicError::Storage(e)),
+            CreateOutcome::Created => match wait_for(shard, |m| m.topic(&name).cloned()).await {
+                Some(info) => {
+                    tracing::info!(topic = %name, partitions = info.partitions.len(), "topic created in ZooKeeper");
+                    Ok(info)
+                }
+                None => Err(TopicError::Storage(format!(
+                    "topic {name} was written to ZooKeeper but is not in this broker's view yet"
+                ))),
+            },
+        };
+        results.push((name, result));
+    }
+    results
+}
+
+/// What CreateTopics answers for `validate_only`: the topic as it would be (no leaders yet).
+fn preview(plan: &PlannedTopic) -> TopicInfo {
+    TopicInfo {
+        name: plan.name.clone(),
+        id: [0; 16],
+        partitions: plan
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PartitionInfo {
+                index: i as i32,
+                shard: ferrite_shards::placement::ShardId(0),
+                leader: r.first().copied().unwrap_or(-1),
+                leader_epoch: 0,
+                replicas: r.clone(),
+                isr: r.clone(),
+            })
+            .collect(),
+        configs: plan.configs.clone(),
+    }
+}
+
+pub async fn delete_topics(
+    shard: &Shard,
+    zk: &ZkHandle,
+    names: Vec<String>,
+) -> Vec<(String, Result<(), TopicError>)> {
+    let Some(marked) = zk
+        .call(|reply| Request::DeleteTopics {
+            names: names.clone(),
+            reply,
+        })
+        .await
+    else {
+        return names.into_iter().map(|n| (n, Err(unavailable()))).collect();
+    };
+    let mut results = Vec::with_capacity(marked.len());
+    for (name, r) in marked {
+        let result = match r {
+            Ok(false) => Err(TopicError::UnknownTopic),
+            Err(e) => Err(TopicError::Storage(e)),
+            Ok(true) => match wait_for(shard, |m| m.topic(&name).is_none().then_some(())).await {
+                Some(()) => Ok(()),
+                None => Err(TopicError::Storage(format!(
+                    "topic {name} is marked for deletion; the controller has not finished"
+                ))),
+            },
+        };
+        results.push((name, result));
+    }
+    results
+}
+
+/// A block `[start, end]` of producer ids for this broker alone.
+pub async fn producer_id_block(zk: &ZkHandle) -> Result<(i64, i64), String> {
+    zk.call(|reply| Request::ProducerIds { reply })
+        .await
+        .unwrap_or_else(|| Err("the ZooKeeper control thread has stopped".into()))
+}
+
+/// Polls this shard's view until `f` finds what it looks for (bounded by `VIEW_TIMEOUT`).
+async fn wait_for<T>(
+    shard: &Shard,
+    f: impl Fn(&crate::metadata::ClusterMetadata) -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + VIEW_TIMEOUT;
+    loop {
+        if let Some(found) = f(&shard.metadata()) {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,203 @@
+//! What the elected controller does, on its control thread, after each change it reads.
+//!
+//! - Deletions asked for under `/admin/delete_topics` are carried out.
+//! - A new partition gets its first state: the first live replica leads, the live replicas
+//!   are the ISR.
+//! - A partition whose leader is not alive gets a new leader from its ISR (first in replica
+//!   order) and a new leader epoch; with no live ISR member it goes offline (leader -1), keeping
+//!   its ISR so the last leader can take it back — there is no unclean election. Dead followers
+//!   leave the ISR.
+//!
+//! Every state change is a conditional set on the version read; a conflict means someone else
+//! moved first, and the next pass reads again.
+
+use super::view::ZkTree;
+use super::znodes::{self, PartitionState};
+use zookeeper_client::{Acls, Client, CreateMode, Error};
+
+/// What one pass changed.
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub states_written: usize,
+    pub topics_deleted: usize,
+}
+
+pub async fn run(client: &Client, tree: &ZkTree, controller_epoch: i32) -> Result<Changes, Error> {
+    let mut changes = Changes::default();
+    for name in &tree.pending_deletions {
+        delete_topic(client, tree, name).await?;
+        changes.topics_deleted += 1;
+        tracing::info!(topic = %name, "controller deleted topic");
+    }
+    let live = |b: &i32| tree.brokers.contains_key(b);
+    for (name, topic) in &tree.topics {
+        if tree.pending_deletions.contains(name) {
+            continue;
+        }
+        for (&p, zp) in &topic.partitions {
+            let next = match &zp.state {
+                None => {
+                    let isr: Vec<i32> = zp.replicas.iter().copied().filter(live).collect();
+                    let leader = isr.first().copied().unwrap_or(-1);
+                    create_parents(client, name, p).await?;
+                    let state = PartitionState::new(controller_epoch, leader, 0, isr);
+                    let path = znodes::partition_state_path(name, p);
+                    match client
+                        .create(&path, &znodes::encode(&state), &persistent())
+                        .await
+                    {
+                        Ok(_) => changes.states_written += 1,
+                        Err(Error::NodeExists) => {}
+                        Err(e) => return Err(e),
+                    }
+                    continue;
+                }
+                Some((state, version)) => {
+                    next_state(state, &zp.replicas, controller_epoch, live).map(|s| (s, *version))
+                }
+            };
+            let Some((state, version)) = next else {
+                continue;
+            };
+            let path = znodes::partition_state_path(name, p);
+            match client
+                .set_data(&path, &znodes::encode(&state), Some(version))
+                .await
+            {
+                Ok(_) => {
+                    changes.states_written += 1;
+                    tracing::info!(topic = %name, partition = p, leader = state.leader,
+                        leader_epoch = state.leader_epoch, isr = ?state.isr, "controller changed partition state");
+                }
+                Err(Error::BadVersion) | Err(Error::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// The state a partition should move to, if any.
+fn next_state(
+    state: &PartitionState,
+    replicas: &[i32],
+    controller_epoch: i32,
+    live: impl Fn(&i32) -> bool,
+) -> Option<PartitionState> {
+    let live_isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|r| state.isr.contains(r) && live(r))
+        .collect();
+    if state.leader >= 0 && live(&state.leader) {
+        // Only followers went: they leave the ISR (the leader stays in it).
+        if live_isr.len() == state.isr.len() {
+            return None;
+        }
+        let mut isr = live_isr;
+        if !isr.contains(&state.leader) {
+            isr.insert(0, state.leader);
+        }
+        return Some(PartitionState {
+            isr,
+            controller_epoch,
+            ..state.clone()
+        });
+    }
+    match live_isr.first() {
+        Some(&leader) => Some(PartitionState::new(
+            controller_epoch,
+            leader,
+            state.leader_epoch + 1,
+            live_isr,
+        )),
+        // Offline: nobody in the ISR is alive. It keeps its ISR until a member returns.
+        None if state.leader != -1 => Some(PartitionState::new(
+            controller_epoch,
+            -1,
+            state.leader_epoch + 1,
+            state.isr.clone(),
+        )),
+        None => None,
+    }
+}
+
+fn persistent() -> zookeeper_client::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+async fn create_if_missing(client: &Client, path: &str) -> Result<(), Error> {
+    match client.create(path, b"", &persistent()).await {
+        Ok(_) | Err(Error::NodeExists) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn create_parents(client: &Client, topic: &str, p: i32) -> Result<(), Error> {
+    create_if_missing(client, &znodes::partitions_path(topic)).await?;
+    create_if_missing(client, &znodes::partition_path(topic, p)).await
+}
+
+async fn delete_if_present(client: &Client, path: &str) -> Result<(), Error> {
+    match client.delete(path, None).await {
+        Ok(()) | Err(Error::NoNode) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn delete_topic(client: &Client, tree: &ZkTree, name: &str) -> Result<(), Error> {
+    if let Some(topic) = tree.topics.get(name) {
+        for &p in topic.partitions.keys() {
+            delete_if_present(client, &znodes::partition_state_path(name, p)).await?;
+            delete_if_present(client, &znodes::partition_path(name, p)).await?;
+        }
+    }
+    delete_if_present(client, &znodes::partitions_path(name)).await?;
+    delete_if_present(client, &znodes::topic_path(name)).await?;
+    delete_if_present(client, &znodes::topic_config_path(name)).await?;
+    delete_if_present(client, &znodes::delete_topic_path(name)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(leader: i32, epoch: i32, isr: &[i32]) -> PartitionState {
+        PartitionState::new(1, leader, epoch, isr.to_vec())
+    }
+
+    #[test]
+    fn a_dead_leader_is_replaced_from_the_isr_in_replica_order() {
+        let live = |b: &i32| *b != 1;
+        let next = next_state(&state(1, 4, &[1, 3, 2]), &[1, 2, 3], 2, live).unwrap();
+        assert_eq!(
+            (next.leader, next.leader_epoch, next.isr.clone()),
+            (2, 5, vec![2, 3])
+        );
+        assert_eq!(next.controller_epoch, 2);
+    }
+
+    #[test]
+    fn no_live_isr_member_means_offline_not_unclean() {
+        let live = |b: &i32| *b == 3;
+        let next = next_state(&state(1, 4, &[1, 2]), &[1, 2, 3], 2, live).unwrap();
+        assert_eq!((next.leader, next.isr.clone()), (-1, vec![1, 2]));
+        assert!(
+            next_state(&next, &[1, 2, 3], 2, live).is_none(),
+            "stays offline"
+        );
+        let back = next_state(&next, &[1, 2, 3], 2, |b: &i32| *b == 2).unwrap();
+        assert_eq!((back.leader, back.leader_epoch), (2, 6));
+    }
+
+    #[test]
+    fn dead_followers_leave_the_isr() {
+        let live = |b: &i32| *b != 3;
+        let next = next_state(&state(1, 4, &[1, 2, 3]), &[1, 2, 3], 1, live).unwrap();
+        assert_eq!(
+            (next.leader, next.leader_epoch, next.isr),
+            (1, 4, vec![1, 2])
+        );
+        assert!(next_state(&state(1, 4, &[1, 2]), &[1, 2, 3], 1, live).is_none());
+    }
+}

@@ -1,0 +1,140 @@
+//! What shards ask of ZooKeeper, carried out on the control thread.
+//!
+//! Topic creation writes the config and the assignment, as Kafka's admin path does; the
+//! controller then gives the new partitions their leaders. Deletion is asked for under
+//! `/admin/delete_topics` and carried out by the controller. Producer ids come in blocks taken
+//! from `/latest_producer_id_block` by conditional update, so no id is handed out twice in the
+//! cluster.
+
+use super::znodes::{self, ProducerIdBlock, TopicAssignment, TopicConfig};
+use futures::channel::oneshot;
+use std::collections::BTreeMap;
+use zookeeper_client::{Acls, Client, CreateMode, Error};
+
+/// Producer ids per block, as Kafka's `ProducerIdManager`.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// A topic to write, already validated and placed by the shard.
+#[derive(Clone, Debug)]
+pub struct PlannedTopic {
+    pub name: String,
+    pub id: String,
+    /// Replicas of each partition, by index.
+    pub replicas: Vec<Vec<i32>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created,
+    AlreadyExists,
+    Failed(String),
+}
+
+pub enum Request {
+    CreateTopics {
+        topics: Vec<PlannedTopic>,
+        reply: oneshot::Sender<Vec<(String, CreateOutcome)>>,
+    },
+    /// Marks topics for deletion; answers whether each existed.
+    DeleteTopics {
+        names: Vec<String>,
+        reply: oneshot::Sender<Vec<(String, Result<bool, String>)>>,
+    },
+    /// A block of producer ids `[start, end]` no other broker will use.
+    ProducerIds {
+        reply: oneshot::Sender<Result<(i64, i64), String>>,
+    },
+}
+
+fn persistent() -> zookeeper_client::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+pub async fn create_topic(client: &Client, t: &PlannedTopic) -> CreateOutcome {
+    if let Ok(Some(_)) = client.check_stat(&znodes::topic_path(&t.name)).await {
+        return CreateOutcome::AlreadyExists;
+    }
+    let config = znodes::encode(&TopicConfig {
+        version: 1,
+        config: t.configs.clone(),
+    });
+    let config_path = znodes::topic_config_path(&t.name);
+    let wrote_config = match client.create(&config_path, &config, &persistent()).await {
+        Ok(_) => Ok(()),
+        // Left by a topic of that name deleted half way: this topic's configs replace it.
+        Err(Error::NodeExists) => client
+            .set_data(&config_path, &config, None)
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = wrote_config {
+        return CreateOutcome::Failed(e.to_string());
+    }
+    let assignment = znodes::encode(&TopicAssignment::new(t.id.clone(), &t.replicas));
+    match client
+        .create(&znodes::topic_path(&t.name), &assignment, &persistent())
+        .await
+    {
+        Ok(_) => CreateOutcome::Created,
+        Err(Error::NodeExists) => CreateOutcome::AlreadyExists,
+        Err(e) => CreateOutcome::Failed(e.to_string()),
+    }
+}
+
+pub async fn mark_for_deletion(client: &Client, name: &str) -> Result<bool, String> {
+    match client.check_stat(&znodes::topic_path(name)).await {
+        Ok(None) => return Ok(false),
+        Ok(Some(_)) => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    match client
+        .create(&znodes::delete_topic_path(name), b"", &persistent())
+        .await
+    {
+        Ok(_) | Err(Error::NodeExists) => Ok(true),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub async fn take_producer_ids(client: &Client, broker: i32) -> Result<(i64, i64), String> {
+    for _ in 0..20 {
+        let current = match client.get_data(znodes::PRODUCER_ID_BLOCK).await {
+            Ok((bytes, stat)) => {
+                let block: ProducerIdBlock = znodes::decode(znodes::PRODUCER_ID_BLOCK, &bytes)?;
+                let end: i64 = block.block_end.parse().map_err(|_| {
+                    format!("{}: block_end is not a number", znodes::PRODUCER_ID_BLOCK)
+                })?;
+                Some((end, stat.version))
+            }
+            Err(Error::NoNode) => None,
+            Err(e) => return Err(e.to_string()),
+        };
+        let start = current.map(|(end, _)| end + 1).unwrap_or(0);
+        let end = start + PRODUCER_ID_BLOCK_SIZE - 1;
+        let data = znodes::encode(&ProducerIdBlock {
+            version: 1,
+            broker,
+            block_start: start.to_string(),
+            block_end: end.to_string(),
+        });
+        let written = match current {
+            Some((_, version)) => client
+                .set_data(znodes::PRODUCER_ID_BLOCK, &data, Some(version))
+                .await
+                .map(|_| ()),
+            None => client
+                .create(znodes::PRODUCER_ID_BLOCK, &data, &persistent())
+                .await
+                .map(|_| ()),
+        };
+        match written {
+            Ok(()) => return Ok((start, end)),
+            // Another broker took a block first: read again.
+            Err(Error::BadVersion) | Err(Error::NodeExists) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("producer id block: too many concurrent takers".into())
+}

@@ -1,0 +1,407 @@
+//! The control thread: one ZooKeeper session at a time, registration, the controller election,
+//! and a fresh view for the shards after every change.
+//!
+//! Per session: connect; create the persistent parents and the cluster id; register
+//! `/brokers/ids/<id>` (waiting out the ephemeral of a previous incarnation whose session has
+//! not expired yet); watch the whole tree with one persistent recursive watch. Then, after each
+//! change (debounced) or request: try to become controller if nobody is, carry out the
+//! controller's duties if we are, read the tree and publish it if it changed.
+//!
+//! An expired session ends the loop: the broker publishes a fenced view (it leads nothing),
+//! then starts a new session and registers again. A disconnection alone changes nothing.
+
+use super::requests::{self, CreateOutcome, Request};
+use super::view::{self, ZkTree};
+use super::znodes::{self, BrokerRegistration, ControllerRegistration};
+use super::{duties, ZkHandle};
+use crate::metadata::{cluster_id_string, random_id, ClusterMetadata};
+use futures::channel::mpsc;
+use futures::StreamExt;
+use smol::Timer;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use zookeeper_client::{
+    Acls, AddWatchMode, Client, CreateMode, Error, PersistentWatcher, SessionState, StateWatcher,
+    WatchedEvent,
+};
+
+/// How long the first registration and view may take before start-up fails.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Changes arriving this close together are read as one.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+/// The controller looks again this often even without a change (a missed event costs this).
+const TICK: Duration = Duration::from_secs(1);
+/// How long a created topic may wait for the controller to give its partitions leaders.
+const LEADERS_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// `host:port[,host:port][/chroot]`.
+    pub connect: String,
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub session_timeout: Duration,
+    pub shards: usize,
+}
+
+/// What a started control thread gives the broker.
+pub struct Started {
+    pub handle: ZkHandle,
+    /// The view at registration: the shards start with it.
+    pub first: Arc<ClusterMetadata>,
+    /// Every later view, for shard 0 to install.
+    pub views: mpsc::UnboundedReceiver<Arc<ClusterMetadata>>,
+}
+
+/// Starts the control thread and waits until this broker is registered and has a view.
+pub fn start(options: ClusterOptions) -> anyhow::Result<Started> {
+    let (requests_tx, requests_rx) = mpsc::unbounded();
+    let (views_tx, views_rx) = mpsc::unbounded();
+    let (first_tx, first_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("zookeeper".into())
+        .spawn(move || {
+            smol::block_on(ControlLoop::new(options, requests_rx, views_tx, first_tx).run())
+        })?;
+    let first = first_rx
+        .recv_timeout(START_TIMEOUT)
+        .map_err(|_| anyhow::anyhow!("no ZooKeeper session within {START_TIMEOUT:?}"))?;
+    Ok(Started {
+        handle: ZkHandle {
+            requests: requests_tx,
+        },
+        first,
+        views: views_rx,
+    })
+}
+
+struct ControlLoop {
+    options: ClusterOptions,
+    requests: mpsc::UnboundedReceiver<Request>,
+    views: mpsc::UnboundedSender<Arc<ClusterMetadata>>,
+    first: Option<std::sync::mpsc::Sender<Arc<ClusterMetadata>>>,
+    last_tree: ZkTree,
+    last_view: Option<Arc<ClusterMetadata>>,
+}
+
+/// What woke the loop.
+enum Wake {
+    Changed(WatchedEvent),
+    Request(Option<Request>),
+    Session(SessionState),
+    Tick,
+}
+
+impl ControlLoop {
+    fn new(
+        options: ClusterOptions,
+        requests: mpsc::UnboundedReceiver<Request>,
+        views: mpsc::UnboundedSender<Arc<ClusterMetadata>>,
+        first: std::sync::mpsc::Sender<Arc<ClusterMetadata>>,
+    ) -> ControlLoop {
+        ControlLoop {
+            options,
+            requests,
+            views,
+            first: Some(first),
+            last_tree: ZkTree::default(),
+            last_view: None,
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            let session = match self.open_session().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(zookeeper = %self.options.connect, error = %e, "ZooKeeper session failed; retrying");
+                    Timer::after(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            match self.serve_session(session).await {
+                SessionEnd::Expired => {
+                    tracing::warn!(
+                        node = self.options.node_id,
+                        "ZooKeeper session expired: fenced until registered again"
+                    );
+                    self.publish(view::metadata_of(
+                        &self.last_tree,
+                        self.options.node_id,
+                        self.options.shards,
+                        true,
+                    ));
+                }
+                SessionEnd::Stopped => return,
+            }
+        }
+    }
+
+    async fn open_session(&self) -> Result<Session, Error> {
+        let o = &self.options;
+        let client = Client::connector()
+            .with_session_timeout(o.session_timeout)
+            .with_connection_timeout(o.session_timeout)
+            .connect(&o.connect)
+            .await?;
+        for path in znodes::PARENTS {
+            create_persistent(&client, path, b"").await?;
+        }
+        let id = znodes::encode(&znodes::ClusterId {
+            version: "1".into(),
+            id: cluster_id_string(&random_id()),
+        });
+        create_persistent(&client, znodes::CLUSTER_ID, &id).await?;
+        self.register(&client).await?;
+        let watcher = client.watch("/", AddWatchMode::PersistentRecursive).await?;
+        let state = client.state_watcher();
+        tracing::info!(node = o.node_id, zookeeper = %o.connect, session = ?client.session_id(), "registered in ZooKeeper");
+        Ok(Session {
+            client,
+            watcher,
+            state,
+            controller_epoch: None,
+        })
+    }
+
+    /// Creates `/brokers/ids/<id>`; a node left by this broker's previous process stays until
+    /// that session expires, so it is waited out (bounded by twice the session timeout).
+    async fn register(&self, client: &Client) -> Result<(), Error> {
+        let o = &self.options;
+        let path = znodes::broker_path(o.node_id);
+        let data = znodes::encode(&BrokerRegistration::new(&o.host, o.port));
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let deadline = Instant::now() + o.session_timeout * 2;
+        loop {
+            match client.create(&path, &data, &ephemeral).await {
+                Ok(_) => return Ok(()),
+                Err(Error::NodeExists) if Instant::now() < deadline => {
+                    tracing::info!(
+                        node = o.node_id,
+                        "waiting for the previous registration to expire"
+                    );
+                    Timer::after(Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn serve_session(&mut self, mut s: Session) -> SessionEnd {
+        loop {
+            if let Err(e) = self.refresh(&mut s).await {
+                tracing::warn!(error = %e, "reading ZooKeeper failed; keeping the last view");
+            }
+            let wake = {
+                let changed = async { Wake::Changed(s.watcher.changed().await) };
+                let request = async { Wake::Request(self.requests.next().await) };
+                let session = async { Wake::Session(s.state.changed().await) };
+                let tick = async {
+                    Timer::after(TICK).await;
+                    Wake::Tick
+                };
+                smol::future::or(
+                    changed,
+                    smol::future::or(request, smol::future::or(session, tick)),
+                )
+                .await
+            };
+            match wake {
+                // The watcher's last event reports the end of the session; it must not be
+                // polled after that.
+                Wake::Changed(event) if event.session_state.is_terminated() => {
+                    return SessionEnd::Expired
+                }
+                Wake::Changed(_) => {
+                    // Let a burst of changes settle, then read once.
+                    Timer::after(DEBOUNCE).await;
+                }
+                Wake::Request(None) => return SessionEnd::Stopped,
+                Wake::Request(Some(r)) => self.handle(&mut s, r).await,
+                Wake::Session(state) if state.is_terminated() => return SessionEnd::Expired,
+                Wake::Session(SessionState::Disconnected) => {
+                    tracing::warn!("ZooKeeper unreachable: serving with the last view, no changes");
+                    // Wait for the session to come back or end; nothing is read meanwhile.
+                    loop {
+                        match s.state.changed().await {
+                            state if state.is_terminated() => return SessionEnd::Expired,
+                            SessionState::SyncConnected => break,
+                            _ => {}
+                        }
+                    }
+                }
+                Wake::Session(_) | Wake::Tick => {}
+            }
+        }
+    }
+
+    /// Elects, does the controller's duties, reads the tree and publishes it.
+    async fn refresh(&mut self, s: &mut Session) -> Result<(), Error> {
+        let node = self.options.node_id;
+        s.controller_epoch = elect(&s.client, node, s.controller_epoch).await?;
+        let mut tree = view::read_tree(&s.client).await?;
+        if let Some(epoch) = s.controller_epoch {
+            let changes = duties::run(&s.client, &tree, epoch).await?;
+            if changes.states_written + changes.topics_deleted > 0 {
+                tree = view::read_tree(&s.client).await?;
+            }
+        }
+        let metadata = view::metadata_of(&tree, node, self.options.shards, false);
+        self.last_tree = tree;
+        self.publish(metadata);
+        Ok(())
+    }
+
+    fn publish(&mut self, metadata: ClusterMetadata) {
+        if self.last_view.as_deref() == Some(&metadata) {
+            return;
+        }
+        let metadata = Arc::new(metadata);
+        self.last_view = Some(metadata.clone());
+        match self.first.take() {
+            Some(first) => {
+                let _ = first.send(metadata);
+            }
+            None => {
+                let _ = self.views.unbounded_send(metadata);
+            }
+        }
+    }
+
+    async fn handle(&mut self, s: &mut Session, request: Request) {
+        match request {
+            Request::CreateTopics { topics, reply } => {
+                let mut results = Vec::with_capacity(topics.len());
+                for t in &topics {
+                    results.push((t.name.clone(), requests::create_topic(&s.client, t).await));
+                }
+                // Answer once the controller (this broker or another) has given the new
+                // partitions their first state, and the view holding them is published.
+                let deadline = Instant::now() + LEADERS_TIMEOUT;
+                loop {
+                    let _ = self.refresh(s).await;
+                    let ready =
+                        results.iter().all(|(name, r)| {
+                            *r != CreateOutcome::Created
+                                || self.last_tree.topics.get(name).is_some_and(|t| {
+                                    t.partitions.values().all(|p| p.state.is_some())
+                                })
+                        });
+                    if ready || Instant::now() >= deadline {
+                        break;
+                    }
+                    Timer::after(Duration::from_millis(20)).await;
+                }
+                let _ = reply.send(results);
+            }
+            Request::DeleteTopics { names, reply } => {
+                let mut results = Vec::with_capacity(names.len());
+                for name in names {
+                    let r = requests::mark_for_deletion(&s.client, &name).await;
+                    results.push((name, r));
+                }
+                let _ = reply.send(results);
+            }
+            Request::ProducerIds { reply } => {
+                let _ =
+                    reply.send(requests::take_producer_ids(&s.client, self.options.node_id).await);
+            }
+        }
+    }
+}
+
+struct Session {
+    client: Client,
+    watcher: PersistentWatcher,
+    state: StateWatcher,
+    /// Our epoch while we are the controller.
+    controller_epoch: Option<i32>,
+}
+
+enum SessionEnd {
+    Expired,
+    /// The broker is stopping (every handle dropped).
+    Stopped,
+}
+
+async fn create_persistent(client: &Client, path: &str, data: &[u8]) -> Result<(), Error> {
+    match client
+        .create(
+            path,
+            data,
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+    {
+        Ok(_) | Err(Error::NodeExists) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Becomes controller if `/controller` is free; returns our controller epoch while we hold it.
+async fn elect(client: &Client, node: i32, held: Option<i32>) -> Result<Option<i32>, Error> {
+    match client.get_data(znodes::CONTROLLER).await {
+        Ok((bytes, _)) => {
+            let holder = znodes::decode::<ControllerRegistration>(znodes::CONTROLLER, &bytes)
+                .map(|c| c.brokerid)
+                .ok();
+            Ok(if holder == Some(node) { held } else { None })
+        }
+        Err(Error::NoNode) => {
+            let data = znodes::encode(&ControllerRegistration::new(node));
+            let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+            match client.create(znodes::CONTROLLER, &data, &ephemeral).await {
+                Ok(_) => {
+                    let epoch = bump_controller_epoch(client).await?;
+                    tracing::info!(node, controller_epoch = epoch, "elected controller");
+                    Ok(Some(epoch))
+                }
+                Err(Error::NodeExists) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn bump_controller_epoch(client: &Client) -> Result<i32, Error> {
+    loop {
+        match client.get_data(znodes::CONTROLLER_EPOCH).await {
+            Ok((bytes, stat)) => {
+                let epoch: i32 = std::str::from_utf8(&bytes)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(0);
+                let next = epoch + 1;
+                match client
+                    .set_data(
+                        znodes::CONTROLLER_EPOCH,
+                        next.to_string().as_bytes(),
+                        Some(stat.version),
+                    )
+                    .await
+                {
+                    Ok(_) => return Ok(next),
+                    Err(Error::BadVersion) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Error::NoNode) => {
+                match client
+                    .create(
+                        znodes::CONTROLLER_EPOCH,
+                        b"1",
+                        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+                    )
+                    .await
+                {
+                    Ok(_) => return Ok(1),
+                    Err(Error::NodeExists) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Reading what ZooKeeper holds into a `ClusterMetadata` snapshot for the shards.
+//!
+//! The whole tree is read again on every change (debounced by the session loop): simple, and
+//! cheap for clusters of a few hundred partitions. A topic whose assignment is there but whose
+//! partition states are not yet (the controller creates them) shows leader -1.
+
+use super::znodes::{self, BrokerRegistration, PartitionState, TopicAssignment, TopicConfig};
+use crate::metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+use ferrite_shards::placement::ShardId;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use zookeeper_client::{Client, Error};
+
+/// A partition as ZooKeeper has it, with the state's znode version for conditional updates.
+#[derive(Clone, Debug)]
+pub struct ZkPartition {
+    pub replicas: Vec<i32>,
+    pub state: Option<(PartitionState, i32)>,
+}
+
+/// A topic as ZooKeeper has it.
+#[derive(Clone, Debug, Default)]
+pub struct ZkTopic {
+    /// Kafka's text form of the topic id.
+    pub id: String,
+    pub configs: BTreeMap<String, String>,
+    pub partitions: BTreeMap<i32, ZkPartition>,
+}
+
+/// Everything read in one pass.
+#[derive(Clone, Debug, Default)]
+pub struct ZkTree {
+    pub cluster_id: String,
+    pub controller: Option<i32>,
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    pub topics: BTreeMap<String, ZkTopic>,
+    pub pending_deletions: Vec<String>,
+}
+
+async fn data_or_none(client: &Client, path: &str) -> Result<Option<(Vec<u8>, i32)>, Error> {
+    match client.get_data(path).await {
+        Ok((data, stat)) => Ok(Some((data, stat.version))),
+        Err(Error::NoNode) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn children(client: &Client, path: &str) -> Result<Vec<String>, Error> {
+    match client.list_children(path).await {
+        Ok(c) => Ok(c),
+        Err(Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+fn decoded<T: for<'de> serde::Deserialize<'de>>(path: &str, bytes: &[u8]) -> Option<T> {
+    match znodes::decode(path, bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring an unreadable znode");
+            None
+        }
+    }
+}
+
+pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
+    let mut tree = ZkTree::default();
+    if let Some((bytes, _)) = data_or_none(client, znodes::CLUSTER_ID).await? {
+        if let Some(id) = decoded::<znodes::ClusterId>(znodes::CLUSTER_ID, &bytes) {
+            tree.cluster_id = id.id;
+        }
+    }
+    if let Some((bytes, _)) = data_or_none(client, znodes::CONTROLLER).await? {
+        tree.controller = decoded::<znodes::ControllerRegistration>(znodes::CONTROLLER, &bytes)
+            .map(|c| c.brokerid);
+    }
+    for id in children(client, znodes::BROKER_IDS).await? {
+        let Ok(n) = id.parse::<i32>() else { continue };
+        let path = znodes::broker_path(n);
+        if let Some((bytes, _)) = data_or_none(client, &path).await? {
+            if let Some(b) = decoded::<BrokerRegistration>(&path, &bytes) {
+                tree.brokers.insert(n, b);
+            }
+        }
+    }
+    for name in children(client, znodes::TOPICS).await? {
+        let path = znodes::topic_path(&name);
+        let Some((bytes, _)) = data_or_none(client, &path).await? else {
+            continue;
+        };
+        let Some(assignment) = decoded::<TopicAssignment>(&path, &bytes) else {
+            continue;
+        };
+        let config_path = znodes::topic_config_path(&name);
+        let configs = match data_or_none(client, &config_path).await? {
+            Some((bytes, _)) => decoded::<TopicConfig>(&config_path, &bytes)
+                .map(|c| c.config)
+                .unwrap_or_default(),
+            None => BTreeMap::new(),
+        };
+        let mut partitions = BTreeMap::new();
+        for (p, replicas) in assignment.replicas() {
+            let state_path = znodes::partition_state_path(&name, p);
+            let state = data_or_none(client, &state_path)
+                .await?
+                .and_then(|(bytes, version)| {
+                    decoded::<PartitionState>(&state_path, &bytes).map(|s| (s, version))
+                });
+            partitions.insert(p, ZkPartition { replicas, state });
+        }
+        let id = assignment.topic_id.unwrap_or_default();
+        tree.topics.insert(
+            name,
+            ZkTopic {
+                id,
+                configs,
+                partitions,
+            },
+        );
+    }
+    tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
+    Ok(tree)
+}
+
+/// The shards' snapshot of `tree`. A `fenced` broker (its session expired) leads nothing.
+pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> ClusterMetadata {
+    let brokers = tree
+        .brokers
+        .iter()
+        .map(|(&id, b)| BrokerInfo {
+            node_id: id,
+            host: b.host.clone(),
+            port: b.port,
+            rack: b.rack.clone(),
+        })
+        .collect();
+    let topics = tree
+        .topics
+        .iter()
+        .filter(|(name, _)| !tree.pending_deletions.contains(name))
+        .map(|(name, topic)| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|(&index, zp)| {
+                    let (leader, leader_epoch, isr) = match &zp.state {
+                        Some((s, _)) => (s.leader, s.leader_epoch, s.isr.clone()),
+                        None => (-1, 0, Vec::new()),
+                    };
+                    let leader = if fenced && leader == node_id {
+                        -1
+                    } else {
+                        leader
+                    };
+                    PartitionInfo {
+                        index,
+                        shard: ShardId(super::shard_for(name, index, shards)),
+                        leader,
+                        leader_epoch,
+                        replicas: zp.replicas.clone(),
+                        isr,
+                    }
+                })
+                .collect();
+            let info = TopicInfo {
+                name: name.clone(),
+                id: decode_topic_id(&topic.id),
+                partitions,
+                configs: topic.configs.clone(),
+            };
+            (name.clone(), Arc::new(info))
+        })
+        .collect();
+    ClusterMetadata {
+        cluster_id: tree.cluster_id.clone(),
+        controller_id: tree.controller.unwrap_or(-1),
+        brokers,
+        topics,
+    }
+}
+
+/// Kafka writes topic ids as URL-safe base64 of 16 bytes without padding.
+pub fn decode_topic_id(text: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut at = 0;
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return [0; 16],
+        };
+        bits = (bits << 6) | v as u32;
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            if at < 16 {
+                out[at] = (bits >> nbits) as u8;
+                at += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::{cluster_id_string, random_id};
+
+    #[test]
+    fn topic_ids_round_trip_kafkas_text_form() {
+        let id = random_id();
+        assert_eq!(decode_topic_id(&cluster_id_string(&id)), id);
+    }
+
+    #[test]
+    fn a_fenced_broker_leads_nothing() {
+        let mut tree = ZkTree::default();
+        let mut partitions = BTreeMap::new();
+        partitions.insert(
+            0,
+            ZkPartition {
+                replicas: vec![1],
+                state: Some((PartitionState::new(1, 1, 4, vec![1]), 0)),
+            },
+        );
+        tree.topics.insert(
+            "t".into(),
+            ZkTopic {
+                partitions,
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            metadata_of(&tree, 1, 2, false)
+                .partition("t", 0)
+                .unwrap()
+                .leader,
+            1
+        );
+        assert_eq!(
+            metadata_of(&tree, 1, 2, true)
+                .partition("t", 0)
+                .unwrap()
+                .leader,
+            -1
+        );
+        assert_eq!(
+            metadata_of(&tree, 2, 2, true)
+                .partition("t", 0)
+                .unwrap()
+                .leader,
+            1
+        );
+    }
+}

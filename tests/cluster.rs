@@ -1,0 +1,272 @@
+//! Three brokers and a real ZooKeeper on 127.0.0.1: registration, the controller election,
+//! leaders spread over the brokers, failover of the controller, a broker whose session expires,
+//! and ZooKeeper itself going quiet. (Replication comes later; topics here have one replica.)
+
+mod common;
+
+use common::zookeeper::ZooKeeper;
+use common::{kcat, kcat_consume, wire, Broker};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Short sessions so failures are noticed in seconds, not Kafka's 18.
+const SESSION_MS: u64 = 4000;
+
+fn start_broker(zk: &ZooKeeper, node: i32) -> Broker {
+    Broker::start(&[
+        "--node-id",
+        &node.to_string(),
+        "--zookeeper",
+        &zk.connect_string(),
+        "--cores",
+        "1",
+        "--set",
+        &format!("zookeeper.session.timeout.ms={SESSION_MS}"),
+        "--set",
+        "num.partitions=6",
+    ])
+}
+
+fn start_cluster(zk: &ZooKeeper) -> Vec<Broker> {
+    (1..=3).map(|n| start_broker(zk, n)).collect()
+}
+
+/// Metadata as kcat's JSON, asked of `broker`.
+fn metadata(broker: &Broker, topic: Option<&str>) -> Value {
+    let mut args = vec!["-L", "-J"];
+    if let Some(t) = topic {
+        args.extend(["-t", t]);
+    }
+    serde_json::from_slice(&kcat(broker, &args, None)).expect("kcat -J")
+}
+
+fn broker_ids(md: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = md["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Partition → leader (-1: none) of `topic`.
+fn leaders(md: &Value, topic: &str) -> BTreeMap<i64, i64> {
+    md["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["topic"] == topic)
+        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
+        .map(|p| {
+            (
+                p["partition"].as_i64().unwrap(),
+                p["leader"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Polls `f` until it holds, for at most `timeout`.
+fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn produce_keyed(broker: &Broker, topic: &str, from: usize, count: usize) {
+    let input: String = (from..from + count)
+        .map(|i| format!("key-{i}:value-{i}\n"))
+        .collect();
+    kcat(
+        broker,
+        &[
+            "-P",
+            "-t",
+            topic,
+            "-K",
+            ":",
+            "-X",
+            "message.timeout.ms=20000",
+        ],
+        Some(input.as_bytes()),
+    );
+}
+
+fn consume_all(broker: &Broker, topic: &str) -> Vec<String> {
+    let mut values = kcat_consume(broker, topic, "%s\n");
+    values.sort();
+    values
+}
+
+fn values(range: std::ops::Range<usize>) -> Vec<String> {
+    let mut v: Vec<String> = range.map(|i| format!("value-{i}")).collect();
+    v.sort();
+    v
+}
+
+/// The error code a broker gives ListOffsets for one partition.
+fn list_offsets_code(broker: &Broker, topic: &str, partition: i32) -> i16 {
+    let mut s = wire::connect(broker);
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(-1)])]);
+    let resp: ListOffsetsResponse = wire::call(&mut s, ApiKey::ListOffsets, 1, &req);
+    resp.topics[0].partitions[0].error_code
+}
+
+#[test]
+fn three_brokers_register_elect_one_controller_and_spread_leaders() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk);
+    wait_until(
+        Duration::from_secs(20),
+        "three brokers and a controller",
+        || {
+            let md = metadata(&brokers[0], None);
+            broker_ids(&md) == [1, 2, 3] && md["controllerid"].as_i64().unwrap_or(-1) > 0
+        },
+    );
+    let dump = zk.four_letter("dump");
+    for node in [
+        "/brokers/ids/1",
+        "/brokers/ids/2",
+        "/brokers/ids/3",
+        "/controller",
+    ] {
+        assert!(dump.contains(node), "{node} is an ephemeral znode:\n{dump}");
+    }
+    // Auto-created with six partitions: two led by each broker.
+    produce_keyed(&brokers[1], "spread", 0, 600);
+    let md = metadata(&brokers[2], Some("spread"));
+    let led = leaders(&md, "spread");
+    assert_eq!(led.len(), 6, "{md}");
+    for b in 1..=3 {
+        assert_eq!(led.values().filter(|&&l| l == b).count(), 2, "{led:?}");
+    }
+    assert_eq!(consume_all(&brokers[0], "spread"), values(0..600));
+    // A broker that does not lead a partition says so; its leader answers.
+    let (&p, &leader) = led.iter().next().unwrap();
+    for (i, b) in brokers.iter().enumerate() {
+        let code = list_offsets_code(b, "spread", p as i32);
+        let want = if i as i64 + 1 == leader { 0 } else { 6 };
+        assert_eq!(
+            code,
+            want,
+            "broker {} for partition {p} led by {leader}",
+            i + 1
+        );
+    }
+}
+
+#[test]
+fn the_controller_moves_when_it_dies_and_a_returning_broker_leads_again() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk);
+    produce_keyed(&brokers[0], "failover", 0, 300);
+    let md = metadata(&brokers[0], Some("failover"));
+    let controller = md["controllerid"].as_i64().unwrap();
+    let before = leaders(&md, "failover");
+    let dead = (controller - 1) as usize;
+    let survivor = (dead + 1) % 3;
+    brokers[dead].kill9();
+    let killed = Instant::now();
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "a new controller, and the dead broker's partitions offline",
+        || {
+            let md = metadata(&brokers[survivor], Some("failover"));
+            let now = leaders(&md, "failover");
+            let c = md["controllerid"].as_i64().unwrap_or(-1);
+            c > 0
+                && c != controller
+                && before.iter().all(|(p, &l)| {
+                    if l == controller {
+                        now[p] == -1
+                    } else {
+                        now[p] == l
+                    }
+                })
+        },
+    );
+    println!("new controller after {:?}", killed.elapsed());
+    // The partitions of the live brokers keep serving.
+    let live: Vec<i64> = before
+        .iter()
+        .filter(|(_, &l)| l != controller)
+        .map(|(p, _)| *p)
+        .collect();
+    for p in &live {
+        let input = format!("late-{p}\n");
+        kcat(
+            &brokers[survivor],
+            &["-P", "-t", "failover", "-p", &p.to_string()],
+            Some(input.as_bytes()),
+        );
+    }
+    brokers[dead].restart();
+    wait_until(
+        Duration::from_millis(2 * SESSION_MS) + Duration::from_secs(10),
+        "the returning broker leads its partitions again",
+        || leaders(&metadata(&brokers[survivor], Some("failover")), "failover") == before,
+    );
+    let mut want = values(0..300);
+    want.extend(live.iter().map(|p| format!("late-{p}")));
+    want.sort();
+    assert_eq!(consume_all(&brokers[survivor], "failover"), want);
+}
+
+#[test]
+fn an_expired_session_fences_the_broker_until_it_registers_again() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk);
+    produce_keyed(&brokers[0], "fenced", 0, 120);
+    let before = leaders(&metadata(&brokers[0], Some("fenced")), "fenced");
+    // Broker 3 falls silent past its session timeout: the cluster takes its leadership away.
+    brokers[2].pause();
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "broker 3 leaves the cluster",
+        || broker_ids(&metadata(&brokers[0], None)) == [1, 2],
+    );
+    brokers[2].resume();
+    wait_until(
+        Duration::from_millis(2 * SESSION_MS) + Duration::from_secs(10),
+        "broker 3 registers again and leads its partitions",
+        || leaders(&metadata(&brokers[0], Some("fenced")), "fenced") == before,
+    );
+    let log = brokers[2].log();
+    assert!(log.contains("fenced until registered again"), "{log}");
+    assert_eq!(consume_all(&brokers[2], "fenced"), values(0..120));
+}
+
+#[test]
+fn leaders_keep_serving_while_zookeeper_is_unreachable() {
+    let mut zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk);
+    produce_keyed(&brokers[0], "quiet", 0, 60);
+    let before = leaders(&metadata(&brokers[0], Some("quiet")), "quiet");
+    zk.pause();
+    // Half the session timeout: nobody's session expires, nothing changes.
+    produce_keyed(&brokers[1], "quiet", 60, 60);
+    assert_eq!(consume_all(&brokers[2], "quiet"), values(0..120));
+    std::thread::sleep(Duration::from_millis(SESSION_MS / 4));
+    zk.resume();
+    std::thread::sleep(Duration::from_secs(1));
+    let md = metadata(&brokers[0], Some("quiet"));
+    assert_eq!(broker_ids(&md), [1, 2, 3]);
+    assert_eq!(leaders(&md, "quiet"), before);
+}
