@@ -8,6 +8,7 @@ mod groups;
 mod handlers;
 mod metadata;
 mod protocol;
+mod replication;
 mod server;
 
 use clap::Parser;

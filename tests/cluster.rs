@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::cluster::{broker_ids, leaders, metadata, start_cluster, wait_until, SESSION_MS};
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -11,77 +12,7 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use serde_json::Value;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-/// Short sessions so failures are noticed in seconds, not Kafka's 18.
-const SESSION_MS: u64 = 4000;
-
-fn start_broker(zk: &ZooKeeper, node: i32) -> Broker {
-    Broker::start(&[
-        "--node-id",
-        &node.to_string(),
-        "--zookeeper",
-        &zk.connect_string(),
-        "--cores",
-        "1",
-        "--set",
-        &format!("zookeeper.session.timeout.ms={SESSION_MS}"),
-        "--set",
-        "num.partitions=6",
-    ])
-}
-
-fn start_cluster(zk: &ZooKeeper) -> Vec<Broker> {
-    (1..=3).map(|n| start_broker(zk, n)).collect()
-}
-
-/// Metadata as kcat's JSON, asked of `broker`.
-fn metadata(broker: &Broker, topic: Option<&str>) -> Value {
-    let mut args = vec!["-L", "-J"];
-    if let Some(t) = topic {
-        args.extend(["-t", t]);
-    }
-    serde_json::from_slice(&kcat(broker, &args, None)).expect("kcat -J")
-}
-
-fn broker_ids(md: &Value) -> Vec<i64> {
-    let mut ids: Vec<i64> = md["brokers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["id"].as_i64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
-/// Partition → leader (-1: none) of `topic`.
-fn leaders(md: &Value, topic: &str) -> BTreeMap<i64, i64> {
-    md["topics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["topic"] == topic)
-        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
-        .map(|p| {
-            (
-                p["partition"].as_i64().unwrap(),
-                p["leader"].as_i64().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// Polls `f` until it holds, for at most `timeout`.
-fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 fn produce_keyed(broker: &Broker, topic: &str, from: usize, count: usize) {
     let input: String = (from..from + count)
@@ -131,7 +62,7 @@ fn list_offsets_code(broker: &Broker, topic: &str, partition: i32) -> i16 {
 #[test]
 fn three_brokers_register_elect_one_controller_and_spread_leaders() {
     let zk = ZooKeeper::start();
-    let brokers = start_cluster(&zk);
+    let brokers = start_cluster(&zk, &[]);
     wait_until(
         Duration::from_secs(20),
         "three brokers and a controller",
@@ -175,7 +106,7 @@ fn three_brokers_register_elect_one_controller_and_spread_leaders() {
 #[test]
 fn the_controller_moves_when_it_dies_and_a_returning_broker_leads_again() {
     let zk = ZooKeeper::start();
-    let mut brokers = start_cluster(&zk);
+    let mut brokers = start_cluster(&zk, &[]);
     produce_keyed(&brokers[0], "failover", 0, 300);
     let md = metadata(&brokers[0], Some("failover"));
     let controller = md["controllerid"].as_i64().unwrap();
@@ -232,7 +163,7 @@ fn the_controller_moves_when_it_dies_and_a_returning_broker_leads_again() {
 #[test]
 fn an_expired_session_fences_the_broker_until_it_registers_again() {
     let zk = ZooKeeper::start();
-    let brokers = start_cluster(&zk);
+    let brokers = start_cluster(&zk, &[]);
     produce_keyed(&brokers[0], "fenced", 0, 120);
     let before = leaders(&metadata(&brokers[0], Some("fenced")), "fenced");
     // Broker 3 falls silent past its session timeout: the cluster takes its leadership away.
@@ -256,7 +187,7 @@ fn an_expired_session_fences_the_broker_until_it_registers_again() {
 #[test]
 fn leaders_keep_serving_while_zookeeper_is_unreachable() {
     let mut zk = ZooKeeper::start();
-    let brokers = start_cluster(&zk);
+    let brokers = start_cluster(&zk, &[]);
     produce_keyed(&brokers[0], "quiet", 0, 60);
     let before = leaders(&metadata(&brokers[0], Some("quiet")), "quiet");
     zk.pause();

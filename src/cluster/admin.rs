@@ -28,16 +28,7 @@ pub async fn create_topics(
     let mut results = Vec::with_capacity(topics.len());
     let mut planned = Vec::new();
     for t in topics {
-        let checked = check_new_topic(shard, &metadata, &t).and_then(|t| {
-            if t.replication_factor > 1 {
-                // Followers do not fetch yet: a second replica would only pretend.
-                return Err(TopicError::InvalidReplicationFactor(format!(
-                    "Replication factor {} is not supported yet: Ferrite does not replicate.",
-                    t.replication_factor
-                )));
-            }
-            Ok(t)
-        });
+        let checked = check_new_topic(shard, &metadata, &t);
         match checked {
             Err(e) => results.push((t.name, Err(e))),
             Ok(t) => {

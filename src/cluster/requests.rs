@@ -45,6 +45,14 @@ pub enum Request {
     ProducerIds {
         reply: oneshot::Sender<Result<(i64, i64), String>>,
     },
+    /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`.
+    UpdateIsr {
+        topic: String,
+        partition: i32,
+        leader_epoch: i32,
+        isr: Vec<i32>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
 }
 
 fn persistent() -> zookeeper_client::CreateOptions<'static> {
@@ -96,6 +104,33 @@ pub async fn mark_for_deletion(client: &Client, name: &str) -> Result<bool, Stri
         Ok(_) | Err(Error::NodeExists) => Ok(true),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Sets the ISR in the partition state by a conditional update, refused unless `leader` still
+/// leads the partition in `leader_epoch`.
+pub async fn update_isr(
+    client: &Client,
+    leader: i32,
+    topic: &str,
+    partition: i32,
+    leader_epoch: i32,
+    isr: Vec<i32>,
+) -> Result<(), String> {
+    let path = znodes::partition_state_path(topic, partition);
+    let (bytes, stat) = client.get_data(&path).await.map_err(|e| e.to_string())?;
+    let mut state: znodes::PartitionState = znodes::decode(&path, &bytes)?;
+    if state.leader != leader || state.leader_epoch != leader_epoch {
+        return Err(format!(
+            "no longer the leader in epoch {leader_epoch} (state: leader {} epoch {})",
+            state.leader, state.leader_epoch
+        ));
+    }
+    state.isr = isr;
+    client
+        .set_data(&path, &znodes::encode(&state), Some(stat.version))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 pub async fn take_producer_ids(client: &Client, broker: i32) -> Result<(i64, i64), String> {

@@ -303,6 +303,19 @@ impl ControlLoop {
                 }
                 let _ = reply.send(results);
             }
+            Request::UpdateIsr {
+                topic,
+                partition,
+                leader_epoch,
+                isr,
+                reply,
+            } => {
+                let node = self.options.node_id;
+                let r = requests::update_isr(&s.client, node, &topic, partition, leader_epoch, isr)
+                    .await;
+                let _ = self.refresh(s).await;
+                let _ = reply.send(r);
+            }
             Request::ProducerIds { reply } => {
                 let _ =
                     reply.send(requests::take_producer_ids(&s.client, self.options.node_id).await);

@@ -215,6 +215,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         I32_MAX,
     ),
     key(
+        "replica.lag.time.max.ms",
+        "a follower that has not caught up for this long leaves the ISR",
+        "30000",
+        100,
+        I32_MAX,
+    ),
+    key(
         "socket.request.max.bytes",
         "largest request frame; larger ones close the connection",
         "104857600",
@@ -251,6 +258,7 @@ pub struct BrokerSettings {
     pub recovery_checkpoint_interval_ms: i64,
     pub retention_check_interval_ms: i64,
     pub socket_request_max_bytes: usize,
+    pub replica_lag_time_max_ms: i64,
     pub zookeeper_session_timeout_ms: u64,
     /// Defaults for topic-level log settings.
     pub log: LogConfig,
@@ -280,6 +288,7 @@ impl Default for BrokerSettings {
             recovery_checkpoint_interval_ms: 1000,
             retention_check_interval_ms: 300_000,
             socket_request_max_bytes: 104_857_600,
+            replica_lag_time_max_ms: 30_000,
             zookeeper_session_timeout_ms: 18_000,
             log: LogConfig::default(),
             explicit: Vec::new(),
@@ -374,6 +383,7 @@ impl BrokerSettings {
             "offsets.topic.num.partitions" => self.offsets_topic_partitions = int()? as i32,
             "offsets.topic.segment.bytes" => self.offsets_topic_segment_bytes = int()?,
             "socket.request.max.bytes" => self.socket_request_max_bytes = int()? as usize,
+            "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = int()?,
             "zookeeper.session.timeout.ms" => self.zookeeper_session_timeout_ms = int()? as u64,
             other => unreachable!("{other} is in BROKER_KEYS but not handled"),
         }

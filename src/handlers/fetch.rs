@@ -22,6 +22,14 @@ struct Wanted {
     partitions: Vec<(i32, i64, u64)>,
 }
 
+/// Who fetches: a consumer reads below the high watermark; a follower (replica id ≥ 0) up to
+/// the log end, and its fetch offset tells the leader how far it has come.
+#[derive(Copy, Clone)]
+enum Reader {
+    Consumer,
+    Follower(i32),
+}
+
 #[derive(Default)]
 struct Fetched {
     error: i16,
@@ -56,9 +64,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
                 .collect(),
         })
         .collect();
+    let reader = match body.replica_id.0 {
+        id if id >= 0 => Reader::Follower(id),
+        _ => Reader::Consumer,
+    };
     let deadline = Instant::now() + max_wait;
     loop {
-        let fetched = read_all(shard, &wanted, max_bytes).await;
+        let fetched = read_all(shard, &wanted, max_bytes, reader).await;
         let bytes: u64 = fetched.iter().flatten().map(|f| f.bytes).sum();
         let any_error = fetched.iter().flatten().any(|f| f.error != errors::NONE);
         let now = Instant::now();
@@ -68,7 +80,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         // Bounded here too: the wait runs on other shards, which may be stopping.
         let left = deadline - now;
         let _ = glommio::timer::timeout(left, async {
-            wait_for_any(shard, &wanted, left).await;
+            wait_for_any(shard, &wanted, left, reader).await;
             Ok(())
         })
         .await;
@@ -77,11 +89,16 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
 
 /// Reads every partition at once, then keeps, in request order, what fits `max_bytes` (the
 /// first partition with data always whole, so a consumer always makes progress).
-async fn read_all(shard: &Shard, wanted: &[Wanted], max_bytes: u64) -> Vec<Vec<Fetched>> {
+async fn read_all(
+    shard: &Shard,
+    wanted: &[Wanted],
+    max_bytes: u64,
+    reader: Reader,
+) -> Vec<Vec<Fetched>> {
     let reads = wanted.iter().map(|w| {
         futures::future::join_all(w.partitions.iter().map(|&(index, offset, partition_max)| {
             let limit = partition_max.min(max_bytes) as usize;
-            read_partition(shard, &w.topic, index, offset, limit)
+            read_partition(shard, &w.topic, index, offset, limit, reader)
         }))
     });
     let mut fetched = futures::future::join_all(reads).await;
@@ -108,10 +125,14 @@ async fn read_partition(
     index: i32,
     offset: i64,
     limit: usize,
+    reader: Reader,
 ) -> Fetched {
     let read = on_partition(shard, topic, index, move |p| {
         Box::pin(async move {
-            let result = p.fetch(offset, limit).await;
+            let result = match reader {
+                Reader::Consumer => p.fetch(offset, limit).await,
+                Reader::Follower(id) => p.read_for_follower(id, offset, limit).await,
+            };
             // Read after the data: the watermark is never below what was returned.
             let mut f = Fetched {
                 high_watermark: p.high_watermark(),
@@ -137,14 +158,20 @@ async fn read_partition(
     })
 }
 
-/// Returns when any partition's high watermark passes its fetch offset, or after `timeout`.
-async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration) {
+/// Returns when any partition's high watermark (a follower: log end) passes its fetch offset,
+/// or after `timeout`.
+async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reader: Reader) {
     let waits: Vec<_> = wanted
         .iter()
         .flat_map(|w| {
             w.partitions.iter().map(move |&(index, offset, _)| {
                 Box::pin(on_partition(shard, &w.topic, index, move |p| {
-                    Box::pin(async move { p.wait_for_data(offset, timeout).await })
+                    Box::pin(async move {
+                        match reader {
+                            Reader::Consumer => p.wait_for_data(offset, timeout).await,
+                            Reader::Follower(_) => p.wait_for_log_end(offset, timeout).await,
+                        }
+                    })
                 }))
             })
         })

@@ -25,6 +25,7 @@ mod list_offsets;
 mod metadata;
 mod offset_commit;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
 pub mod routing;
 mod sync_group;
@@ -74,6 +75,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 0, 4),
 ];
 
 fn supported(api_key: i16) -> Option<(ApiKey, i16, i16)> {
@@ -160,6 +162,9 @@ pub async fn handle(shard: Rc<Shard>, mut frame: Bytes, client_host: Rc<str>) ->
         RequestKind::InitProducerId(r) => init_producer_id::handle(&shard, &req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(&shard, &req, r),
         RequestKind::CreatePartitions(r) => create_partitions::handle(&shard, &req, r).await,
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            offset_for_leader_epoch::handle(&shard, &req, r).await
+        }
         other => Response::Close(format!("{other:?} is decoded but has no handler")),
     }
 }

@@ -8,14 +8,17 @@ use super::routing::on_partition;
 use super::{errors, Request, Response};
 use crate::server::shard::Shard;
 use ferrite_shards::log::AppendInfo;
+use ferrite_shards::partition::Partition;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use std::time::Duration;
 
 type Outcome = Result<AppendInfo, (i16, String)>;
 
 pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Response {
     let acks = body.acks;
+    let timeout = Duration::from_millis(body.timeout_ms.max(0) as u64);
     let refusal = if !(-1..=1).contains(&acks) {
         Some((
             errors::INVALID_REQUIRED_ACKS,
@@ -48,16 +51,22 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                         "the record set is null".to_string(),
                     ));
                 };
+                let required = required_isr(shard, &name);
                 if acks == -1 {
-                    if let Some(e) = not_enough_replicas(shard, &name, p.index) {
+                    if let Some(e) = not_enough_replicas(shard, &name, p.index, required) {
                         return Err(e);
                     }
                 }
                 let outcome = on_partition(shard, &name, p.index, move |part| {
                     Box::pin(async move {
-                        part.produce(&records)
+                        let info = part
+                            .produce(&records)
                             .await
-                            .map_err(|e| (errors::code_for(&e), e.to_string()))
+                            .map_err(|e| (errors::code_for(&e), e.to_string()))?;
+                        if acks == -1 {
+                            committed(&part, &info, required, timeout).await?;
+                        }
+                        Ok(info)
                     })
                 })
                 .await;
@@ -116,16 +125,25 @@ fn partition_response(index: i32, outcome: Outcome) -> PartitionProduceResponse 
     }
 }
 
-/// acks=all needs `min.insync.replicas` replicas in the ISR.
-fn not_enough_replicas(shard: &Shard, topic: &str, index: i32) -> Option<(i16, String)> {
-    let metadata = shard.metadata();
-    let t = metadata.topic(topic)?;
-    let partition = metadata.partition(topic, index)?;
-    let required = t
-        .configs
-        .get("min.insync.replicas")
+/// `min.insync.replicas` of the topic (its override, else the broker's).
+fn required_isr(shard: &Shard, topic: &str) -> i32 {
+    shard
+        .metadata()
+        .topic(topic)
+        .and_then(|t| t.configs.get("min.insync.replicas").cloned())
         .and_then(|v| v.parse::<i32>().ok())
-        .unwrap_or(shard.config.broker.min_insync_replicas);
+        .unwrap_or(shard.config.broker.min_insync_replicas)
+}
+
+/// acks=all needs `min.insync.replicas` replicas in the ISR.
+fn not_enough_replicas(
+    shard: &Shard,
+    topic: &str,
+    index: i32,
+    required: i32,
+) -> Option<(i16, String)> {
+    let metadata = shard.metadata();
+    let partition = metadata.partition(topic, index)?;
     let isr = partition.isr.len() as i32;
     (isr < required).then(|| {
         (
@@ -133,4 +151,31 @@ fn not_enough_replicas(shard: &Shard, topic: &str, index: i32) -> Option<(i16, S
             format!("the in-sync replicas ({isr}) are fewer than min.insync.replicas ({required})"),
         )
     })
+}
+
+/// acks=all: the batch is acknowledged once the high watermark has passed it (every ISR
+/// member has it), with the ISR still at `min.insync.replicas` or more.
+async fn committed(
+    part: &Partition,
+    info: &AppendInfo,
+    required: i32,
+    timeout: Duration,
+) -> Result<(), (i16, String)> {
+    if !part.wait_committed(info.last_offset, timeout).await {
+        return Err((
+            errors::REQUEST_TIMED_OUT,
+            format!(
+                "offset {} was not replicated to the ISR within {timeout:?}",
+                info.last_offset
+            ),
+        ));
+    }
+    let isr = part.role().isr.len() as i32;
+    if isr < required {
+        return Err((
+            errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            format!("written, but the in-sync replicas ({isr}) fell below min.insync.replicas ({required})"),
+        ));
+    }
+    Ok(())
 }

@@ -199,6 +199,7 @@ async fn run_shard(
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     glommio::spawn_local(maintenance_loop(shard.clone())).detach();
     cleaner::start(&shard);
+    crate::replication::start(&shard);
     if let Some(views) = cluster.views {
         glommio::spawn_local(install_views(shard.clone(), views)).detach();
     }

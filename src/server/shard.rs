@@ -11,6 +11,7 @@ use crate::controller::Controller;
 use crate::groups::{self, Coordinator};
 use crate::metadata::{ClusterMetadata, PartitionInfo, CONSUMER_OFFSETS_TOPIC};
 use ferrite_shards::log::{BatchCache, LogOptions};
+use ferrite_shards::partition::replication::Role;
 use ferrite_shards::partition::Partition;
 use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::Router;
@@ -154,7 +155,7 @@ impl Shard {
                 }
                 match self.partition(&t.name, p.index) {
                     None => to_open.push((t.clone(), p.index, p.leader_epoch)),
-                    Some(open) => open.set_leader_epoch(p.leader_epoch),
+                    Some(open) => self.assign_role(&open, p),
                 }
             }
         }
@@ -212,6 +213,9 @@ impl Shard {
                 };
                 match opened {
                     Ok(p) => {
+                        if let Some(info) = metadata.partition(&name, index) {
+                            self.assign_role(&p, info);
+                        }
                         self.partitions
                             .borrow_mut()
                             .entry(name)
@@ -229,6 +233,18 @@ impl Shard {
             None => Ok(()),
             Some(e) => Err(e),
         }
+    }
+
+    /// What the metadata says this broker is for an open partition: leader or follower, the
+    /// leader epoch, the replicas and the ISR.
+    fn assign_role(&self, open: &Partition, info: &PartitionInfo) {
+        open.set_leader_epoch(info.leader_epoch);
+        open.set_role(Role {
+            node_id: self.config.node_id,
+            leader: info.leader,
+            replicas: info.replicas.clone(),
+            isr: info.isr.clone(),
+        });
     }
 
     /// Rebuilds the groups stored in a `__consumer_offsets` partition before it is served.

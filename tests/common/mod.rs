@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod wire;
 pub mod zookeeper;
 
@@ -261,6 +262,32 @@ pub fn kcat_consume(broker: &Broker, topic: &str, format: &str) -> Vec<String> {
         .lines()
         .map(String::from)
         .collect()
+}
+
+/// Every record in a partition's segment files under `data_dir`, as (offset, value), read
+/// from disk (a replica's log, leader or not; run it on a stopped broker).
+pub fn records_on_disk(data_dir: &Path, topic: &str, partition: i32) -> Vec<(i64, String)> {
+    use ferrite_shards::batch::{build::decode_record_section, records::record_section};
+    let dir = data_dir.join(format!("{topic}-{partition}"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    let mut out = Vec::new();
+    for log in logs {
+        let bytes = bytes::Bytes::from(std::fs::read(&log).unwrap());
+        for b in ferrite_shards::batch::split_batches(&bytes).expect("whole batches") {
+            let h = ferrite_shards::batch::BatchHeader::parse(&b).unwrap();
+            let section = bytes::Bytes::from(record_section(&b, 1 << 26).unwrap());
+            for r in decode_record_section(&h, &section).unwrap() {
+                let value = r.value.map(|v| String::from_utf8_lossy(&v).into_owned());
+                out.push((r.offset, value.unwrap_or_default()));
+            }
+        }
+    }
+    out
 }
 
 fn python_path() -> PathBuf {

@@ -5,6 +5,7 @@
 //! it through the router. Nothing here is `Send`.
 
 pub mod producers;
+pub mod replication;
 
 use crate::batch::BatchOrigin;
 use crate::error::{Error, Result};
@@ -35,6 +36,11 @@ pub struct Partition {
     /// The producer snapshot on disk covers the log below this offset; compaction stays below
     /// it, so rebuilding producer state never needs a batch the cleaner removed.
     snapshot_covers: Cell<i64>,
+    replication: replication::Replication,
+    /// Set once the metadata has given this partition a role.
+    role_known: Cell<bool>,
+    /// Wakes followers' long-polling fetches when the log end moves.
+    log_grew: Notify,
 }
 
 impl Partition {
@@ -58,6 +64,9 @@ impl Partition {
             producers: RefCell::new(producers),
             hw_moved: Notify::new(),
             snapshot_covers: Cell::new(snapshot_covers),
+            replication: Default::default(),
+            role_known: Cell::new(false),
+            log_grew: Notify::new(),
         }))
     }
 
@@ -176,7 +185,8 @@ impl Partition {
                     }
                     base += count;
                 }
-                self.advance_high_watermark(self.log.log_end_offset());
+                self.log_grew.notify_all();
+                self.recompute_high_watermark();
                 Ok(info)
             }
             Err(e) => {
@@ -188,6 +198,28 @@ impl Partition {
                 Err(e)
             }
         }
+    }
+
+    /// A follower's append of batches fetched from its leader: offsets and epochs as the
+    /// leader wrote them; producer state follows, so this replica can lead next.
+    pub async fn append_from_leader(&self, records: &Bytes) -> Result<Option<AppendInfo>> {
+        let batches = self.log.validate(records, BatchOrigin::Replica)?;
+        if batches.is_empty() {
+            return Ok(None);
+        }
+        let now = now_ms();
+        {
+            let mut table = self.producers.borrow_mut();
+            for b in &batches {
+                table.replay(&b.header, now);
+            }
+        }
+        self.log.append_as_follower(batches).await.map(Some)
+    }
+
+    /// Waits until the high watermark is past `offset` (acks=all), at most `timeout`.
+    pub async fn wait_committed(&self, offset: i64, timeout: Duration) -> bool {
+        self.wait_for_data(offset, timeout).await
     }
 
     fn advance_high_watermark(&self, to: i64) {

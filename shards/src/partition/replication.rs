@@ -1,0 +1,213 @@
+//! A partition's part in replication: its role, and on the leader, what each follower has.
+//!
+//! The leader learns a follower's log end from the offset the follower fetches at (a follower
+//! asks for what it lacks). The high watermark is the least log end over the ISR (the leader's
+//! own included) and only moves up; consumers read below it and acks=all waits for it. A
+//! follower that has not reached the leader's log end for `replica.lag.time.max.ms` should
+//! leave the ISR, and one that has caught up to the high watermark should join it: the broker
+//! asks ZooKeeper for those changes, and the new ISR comes back through the metadata.
+//!
+//! A follower's high watermark is the leader's, capped at its own log end.
+
+use super::Partition;
+use crate::types::now_ms;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// What this broker is for the partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Role {
+    pub node_id: i32,
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+impl Role {
+    pub fn is_leader(&self) -> bool {
+        self.leader >= 0 && self.leader == self.node_id
+    }
+}
+
+/// A follower as its leader sees it.
+#[derive(Copy, Clone, Debug)]
+struct Progress {
+    log_end: i64,
+    /// When its fetch last reached the leader's log end (ms).
+    caught_up_ms: i64,
+}
+
+#[derive(Default)]
+pub(super) struct Replication {
+    /// `None` until the metadata gives one: the partition then acts as its only replica.
+    role: RefCell<Option<Role>>,
+    followers: RefCell<HashMap<i32, Progress>>,
+}
+
+impl Partition {
+    pub fn role(&self) -> Role {
+        self.replication.role.borrow().clone().unwrap_or_default()
+    }
+
+    /// Takes the role the metadata gives this broker now. A new leader starts tracking its
+    /// followers afresh, counting each as caught up from now (Kafka does the same).
+    pub fn set_role(&self, role: Role) {
+        if !self.role_known.replace(true) && role.replicas.len() > 1 {
+            // What this replica has beyond the log start may not be committed: the
+            // watermark is learned again from the ISR (or from the leader).
+            self.high_watermark.set(self.log.log_start_offset());
+        }
+        let was_leader = self
+            .replication
+            .role
+            .borrow()
+            .as_ref()
+            .is_some_and(Role::is_leader);
+        let became_leader = role.is_leader() && !was_leader;
+        if became_leader {
+            let now = now_ms();
+            let mut followers = self.replication.followers.borrow_mut();
+            followers.clear();
+            for &r in role.replicas.iter().filter(|&&r| r != role.node_id) {
+                followers.insert(
+                    r,
+                    Progress {
+                        log_end: -1,
+                        caught_up_ms: now,
+                    },
+                );
+            }
+        }
+        *self.replication.role.borrow_mut() = Some(role);
+        self.recompute_high_watermark();
+    }
+
+    /// The leader's side of a follower's fetch: the follower has everything below `offset`.
+    pub fn follower_fetched(&self, follower: i32, offset: i64) {
+        let leader_end = self.log.log_end_offset();
+        {
+            let mut followers = self.replication.followers.borrow_mut();
+            let p = followers.entry(follower).or_insert(Progress {
+                log_end: -1,
+                caught_up_ms: now_ms(),
+            });
+            p.log_end = offset;
+            if offset >= leader_end {
+                p.caught_up_ms = now_ms();
+            }
+        }
+        self.recompute_high_watermark();
+    }
+
+    /// A follower's long poll: waits until the log reaches past `offset`, at most `timeout`.
+    pub async fn wait_for_log_end(&self, offset: i64, timeout: std::time::Duration) -> bool {
+        let wait = async {
+            loop {
+                let seen = self.log_grew.generation();
+                if self.log.log_end_offset() > offset {
+                    return;
+                }
+                self.log_grew.wait_past(seen).await;
+            }
+        };
+        glommio::timer::timeout(timeout, async {
+            wait.await;
+            Ok(())
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Reads for a follower, up to the log end (it replicates what is not committed yet).
+    pub async fn read_for_follower(
+        &self,
+        follower: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> crate::error::Result<crate::log::ReadResult> {
+        self.follower_fetched(follower, offset);
+        self.log.read(offset, max_bytes, i64::MAX).await
+    }
+
+    /// Moves the high watermark to the least log end over the ISR (leader only).
+    pub(super) fn recompute_high_watermark(&self) {
+        let hw = {
+            let role = self.replication.role.borrow();
+            let mut hw = self.log.log_end_offset();
+            match role.as_ref() {
+                // No role given: the only replica.
+                None => {}
+                Some(role) if !role.is_leader() => return,
+                Some(role) => {
+                    let followers = self.replication.followers.borrow();
+                    for r in role.isr.iter().filter(|&&r| r != role.node_id) {
+                        match followers.get(r) {
+                            Some(p) if p.log_end >= 0 => hw = hw.min(p.log_end),
+                            // An ISR member not heard from yet holds the watermark where it is.
+                            _ => hw = hw.min(self.high_watermark.get()),
+                        }
+                    }
+                }
+            }
+            hw
+        };
+        self.advance_high_watermark(hw);
+    }
+
+    /// A follower cuts its log at `offset` (KIP-101: what the leader's log does not have).
+    pub async fn truncate_to(&self, offset: i64) -> crate::error::Result<()> {
+        self.log.truncate_to(offset).await?;
+        let end = self.log.log_end_offset();
+        if self.high_watermark.get() > end {
+            self.high_watermark.set(end);
+        }
+        Ok(())
+    }
+
+    /// A follower whose log ends before the leader's log start begins again at it.
+    pub async fn restart_at(&self, offset: i64) -> crate::error::Result<()> {
+        self.log.truncate_fully_and_start_at(offset).await?;
+        self.high_watermark.set(offset);
+        Ok(())
+    }
+
+    /// A follower's high watermark: the leader's, capped at what this replica has.
+    pub fn follow_high_watermark(&self, leader_hw: i64) {
+        self.advance_high_watermark(leader_hw.min(self.log.log_end_offset()));
+    }
+
+    /// The ISR the leader should have now, if it differs from the current one: followers that
+    /// have lagged past `lag_ms` leave, followers caught up to the high watermark join.
+    pub fn wanted_isr(&self, lag_ms: i64) -> Option<Vec<i32>> {
+        let role = self.role();
+        if !role.is_leader() || role.replicas.len() < 2 {
+            return None;
+        }
+        let followers = self.replication.followers.borrow();
+        let now = now_ms();
+        let hw = self.high_watermark.get();
+        let wanted: Vec<i32> = role
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| {
+                if *r == role.node_id {
+                    return true;
+                }
+                let Some(p) = followers.get(r) else {
+                    return false;
+                };
+                if role.isr.contains(r) {
+                    now - p.caught_up_ms <= lag_ms
+                } else {
+                    p.log_end >= hw && now - p.caught_up_ms <= lag_ms
+                }
+            })
+            .collect();
+        let mut current = role.isr.clone();
+        current.sort_unstable();
+        let mut sorted = wanted.clone();
+        sorted.sort_unstable();
+        (sorted != current).then_some(wanted)
+    }
+}

@@ -1,0 +1,277 @@
+//! A follower's fetcher: one task per shard and source broker, fetching every partition this
+//! shard follows from that leader in one Fetch request (replica id = this broker).
+//!
+//! Before a partition's first fetch in a leader epoch, the follower asks the leader where its
+//! own latest epoch ended (OffsetForLeaderEpoch, KIP-101) and cuts what the leader never had,
+//! so a diverged tail is never served. Then it fetches from its log end, appends what comes
+//! with the leader's offsets, and takes the leader's high watermark (capped at its own end).
+
+use super::peer::Peer;
+use crate::handlers::errors;
+use crate::server::shard::Shard;
+use ferrite_shards::partition::Partition;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+const FETCH_VERSION: i16 = 12;
+const EPOCH_VERSION: i16 = 3;
+/// `replica.fetch.wait.max.ms`: how long the leader holds a fetch with nothing new.
+const FETCH_WAIT_MS: i32 = 500;
+/// `replica.fetch.max.bytes` and the response limit.
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const RESPONSE_MAX_BYTES: i32 = 16 << 20;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const BACKOFF: Duration = Duration::from_millis(200);
+
+type Key = (Arc<str>, i32);
+
+/// The partitions this shard follows from one leader.
+pub struct Fetcher {
+    pub leader: i32,
+    pub partitions: RefCell<Vec<Rc<Partition>>>,
+    pub stopped: Cell<bool>,
+    /// The leader epoch each partition was last checked for divergence in.
+    checked: RefCell<HashMap<Key, i32>>,
+}
+
+impl Fetcher {
+    pub fn new(leader: i32) -> Fetcher {
+        Fetcher {
+            leader,
+            partitions: RefCell::new(Vec::new()),
+            stopped: Cell::new(false),
+            checked: RefCell::new(HashMap::new()),
+        }
+    }
+}
+
+fn key(p: &Partition) -> Key {
+    (p.topic().clone(), p.index())
+}
+
+fn topic_name(t: &str) -> TopicName {
+    TopicName(StrBytes::from_string(t.to_string()))
+}
+
+pub async fn run(shard: Rc<Shard>, f: Rc<Fetcher>) {
+    let node = shard.config.node_id;
+    let mut peer: Option<Peer> = None;
+    while !f.stopped.get() && !shard.is_shutting_down() {
+        let parts = f.partitions.borrow().clone();
+        let addr = shard
+            .metadata()
+            .brokers
+            .iter()
+            .find(|b| b.node_id == f.leader)
+            .map(|b| format!("{}:{}", b.host, b.port));
+        let (false, Some(addr)) = (parts.is_empty(), addr) else {
+            glommio::timer::sleep(BACKOFF).await;
+            continue;
+        };
+        if peer.is_none() {
+            match Peer::connect(&addr, node, CONNECT_TIMEOUT).await {
+                Ok(p) => peer = Some(p),
+                Err(e) => {
+                    tracing::debug!(leader = f.leader, error = %e, "cannot reach the leader");
+                    glommio::timer::sleep(BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let conn = peer.as_mut().expect("connected above");
+        let round = async {
+            truncate_diverged(conn, &f, &parts, node).await?;
+            fetch_once(conn, &f, &parts, node).await
+        };
+        if let Err(e) = round.await {
+            tracing::debug!(leader = f.leader, error = %e, "fetch from the leader failed");
+            peer = None;
+            glommio::timer::sleep(BACKOFF).await;
+        }
+    }
+}
+
+/// KIP-101 for the partitions not yet checked in their current leader epoch.
+async fn truncate_diverged(
+    conn: &mut Peer,
+    f: &Fetcher,
+    parts: &[Rc<Partition>],
+    node: i32,
+) -> std::io::Result<()> {
+    let unchecked: Vec<&Rc<Partition>> = parts
+        .iter()
+        .filter(|p| f.checked.borrow().get(&key(p)) != Some(&p.leader_epoch()))
+        .collect();
+    if unchecked.is_empty() {
+        return Ok(());
+    }
+    let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
+    for p in &unchecked {
+        let Some(latest) = p.log().leader_epochs().last().map(|e| e.epoch) else {
+            // Nothing written in any epoch: nothing can have diverged.
+            f.checked.borrow_mut().insert(key(p), p.leader_epoch());
+            continue;
+        };
+        let entry = OffsetForLeaderPartition::default()
+            .with_partition(p.index())
+            .with_current_leader_epoch(p.leader_epoch())
+            .with_leader_epoch(latest);
+        match topics
+            .iter_mut()
+            .find(|t| t.topic.0.as_str() == &**p.topic())
+        {
+            Some(t) => t.partitions.push(entry),
+            None => topics.push(
+                OffsetForLeaderTopic::default()
+                    .with_topic(topic_name(p.topic()))
+                    .with_partitions(vec![entry]),
+            ),
+        }
+    }
+    if topics.is_empty() {
+        return Ok(());
+    }
+    let req = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(node))
+        .with_topics(topics);
+    let resp: OffsetForLeaderEpochResponse = conn
+        .call(
+            ApiKey::OffsetForLeaderEpoch,
+            EPOCH_VERSION,
+            &req,
+            CALL_TIMEOUT,
+        )
+        .await?;
+    for t in resp.topics {
+        for r in t.partitions {
+            let Some(p) = unchecked
+                .iter()
+                .find(|p| &**p.topic() == t.topic.0.as_str() && p.index() == r.partition)
+            else {
+                continue;
+            };
+            if r.error_code != errors::NONE {
+                continue; // the leader is not ready for this epoch yet: ask again next round
+            }
+            let end = p.log().log_end_offset();
+            // UNDEFINED: the leader knows nothing of our epochs; keep only what was committed.
+            let cut = if r.end_offset < 0 {
+                p.high_watermark()
+            } else {
+                r.end_offset
+            };
+            if cut < end {
+                tracing::warn!(topic = %p.topic(), partition = p.index(), from = cut, to = end,
+                    leader = f.leader, "follower cuts a diverged tail (KIP-101)");
+                if let Err(e) = p.truncate_to(cut).await {
+                    tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "truncation failed");
+                    continue;
+                }
+            }
+            f.checked.borrow_mut().insert(key(p), p.leader_epoch());
+        }
+    }
+    Ok(())
+}
+
+async fn fetch_once(
+    conn: &mut Peer,
+    f: &Fetcher,
+    parts: &[Rc<Partition>],
+    node: i32,
+) -> std::io::Result<()> {
+    let ready: Vec<&Rc<Partition>> = parts
+        .iter()
+        .filter(|p| f.checked.borrow().get(&key(p)) == Some(&p.leader_epoch()))
+        .collect();
+    if ready.is_empty() {
+        glommio::timer::sleep(BACKOFF).await;
+        return Ok(());
+    }
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for p in &ready {
+        let entry = FetchPartition::default()
+            .with_partition(p.index())
+            .with_current_leader_epoch(p.leader_epoch())
+            .with_fetch_offset(p.log().log_end_offset())
+            .with_last_fetched_epoch(-1)
+            .with_log_start_offset(p.log().log_start_offset())
+            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+        match topics
+            .iter_mut()
+            .find(|t| t.topic.0.as_str() == &**p.topic())
+        {
+            Some(t) => t.partitions.push(entry),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(topic_name(p.topic()))
+                    .with_partitions(vec![entry]),
+            ),
+        }
+    }
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(node))
+        .with_max_wait_ms(FETCH_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(RESPONSE_MAX_BYTES)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let resp: FetchResponse = conn
+        .call(ApiKey::Fetch, FETCH_VERSION, &req, CALL_TIMEOUT)
+        .await?;
+    let mut refused = 0;
+    for t in resp.responses {
+        for d in t.partitions {
+            let Some(p) = ready
+                .iter()
+                .find(|p| &**p.topic() == t.topic.0.as_str() && p.index() == d.partition_index)
+            else {
+                continue;
+            };
+            match d.error_code {
+                errors::NONE => {
+                    if let Some(records) = d.records.filter(|r| !r.is_empty()) {
+                        if let Err(e) = p.append_from_leader(&records).await {
+                            tracing::error!(topic = %p.topic(), partition = p.index(), error = %e,
+                                "appending what the leader sent failed");
+                            refused += 1;
+                            continue;
+                        }
+                    }
+                    p.follow_high_watermark(d.high_watermark);
+                }
+                errors::OFFSET_OUT_OF_RANGE => {
+                    let end = p.log().log_end_offset();
+                    let result = if end < d.log_start_offset {
+                        p.restart_at(d.log_start_offset).await
+                    } else {
+                        p.truncate_to(d.high_watermark.max(p.log().log_start_offset()))
+                            .await
+                    };
+                    if let Err(e) = result {
+                        tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "resetting the follower failed");
+                    }
+                }
+                // Leadership moved or is moving: the metadata will say where to fetch.
+                _ => refused += 1,
+            }
+        }
+    }
+    if refused == ready.len() {
+        glommio::timer::sleep(BACKOFF).await;
+    }
+    Ok(())
+}

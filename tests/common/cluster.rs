@@ -1,0 +1,97 @@
+//! Three brokers on one ZooKeeper, and reading their metadata through kcat.
+
+use super::zookeeper::ZooKeeper;
+use super::{kcat, Broker};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Short sessions so failures are noticed in seconds, not Kafka's 18.
+pub const SESSION_MS: u64 = 4000;
+
+/// Broker `node` of a cluster on `zk`, one shard, with `extra` settings.
+pub fn start_broker(zk: &ZooKeeper, node: i32, extra: &[&str]) -> Broker {
+    let mut args: Vec<String> = [
+        "--node-id",
+        &node.to_string(),
+        "--zookeeper",
+        &zk.connect_string(),
+        "--cores",
+        "1",
+        "--set",
+        &format!("zookeeper.session.timeout.ms={SESSION_MS}"),
+        "--set",
+        "num.partitions=6",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Broker::start(&args)
+}
+
+pub fn start_cluster(zk: &ZooKeeper, extra: &[&str]) -> Vec<Broker> {
+    (1..=3).map(|n| start_broker(zk, n, extra)).collect()
+}
+
+/// Metadata as kcat's JSON, asked of `broker`.
+pub fn metadata(broker: &Broker, topic: Option<&str>) -> Value {
+    let mut args = vec!["-L", "-J"];
+    if let Some(t) = topic {
+        args.extend(["-t", t]);
+    }
+    serde_json::from_slice(&kcat(broker, &args, None)).expect("kcat -J")
+}
+
+pub fn broker_ids(md: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = md["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn partitions<'a>(md: &'a Value, topic: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    md["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(move |t| t["topic"] == topic)
+        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
+}
+
+/// Partition → leader (-1: none) of `topic`.
+pub fn leaders(md: &Value, topic: &str) -> BTreeMap<i64, i64> {
+    partitions(md, topic)
+        .map(|p| {
+            (
+                p["partition"].as_i64().unwrap(),
+                p["leader"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The ISR of one partition, sorted.
+pub fn isr(md: &Value, topic: &str, partition: i64) -> Vec<i64> {
+    let mut ids: Vec<i64> = partitions(md, topic)
+        .filter(|p| p["partition"] == partition)
+        .flat_map(|p| p["isrs"].as_array().unwrap().iter())
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Polls `f` until it holds, for at most `timeout`.
+pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,253 @@
+//! Replication on three brokers and a real ZooKeeper: acks=all through a leader's death, a
+//! follower paused out of the ISR and back, and a returning old leader cutting the tail nobody
+//! else had. Each replica's log is then read from its files.
+
+mod common;
+
+use common::cluster::{isr, leaders, metadata, start_cluster, wait_until, SESSION_MS};
+use common::zookeeper::ZooKeeper;
+use common::{kcat, kcat_consume, python, records_on_disk, Broker};
+use std::time::{Duration, Instant};
+
+/// Quick to drop a silent follower, quick to take it back.
+const REPLICATION: &[&str] = &["--set", "replica.lag.time.max.ms=2000"];
+
+fn create_replicated(broker: &Broker, topic: &str) {
+    // Auto-creation uses the broker defaults; an explicit topic needs no admin client here.
+    let out = python(
+        "confluent_admin_create.py",
+        &[&broker.addr, topic, "1", "3", "min.insync.replicas=2"],
+    );
+    assert!(out.contains("created"), "{out}");
+}
+
+fn node_index(leader: i64) -> usize {
+    (leader - 1) as usize
+}
+
+fn leader_of(broker: &Broker, topic: &str) -> i64 {
+    leaders(&metadata(broker, Some(topic)), topic)[&0]
+}
+
+/// Stops every broker gracefully and returns each one's records of partition 0.
+fn replica_logs(brokers: &mut [Broker], topic: &str) -> Vec<Vec<(i64, String)>> {
+    for b in brokers.iter_mut() {
+        b.stop();
+    }
+    brokers
+        .iter()
+        .map(|b| records_on_disk(&b.data_dir, topic, 0))
+        .collect()
+}
+
+#[test]
+fn acks_all_survives_the_leaders_death_exactly_once_on_every_replica() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk, REPLICATION);
+    create_replicated(&brokers[0], "durable");
+    let old_leader = leader_of(&brokers[0], "durable");
+    let dir = brokers[0].data_dir.parent().unwrap().to_path_buf();
+    let progress = dir.join("progress");
+    let out = dir.join("acked.json");
+    let producer = {
+        let (bootstrap, progress, out) = (
+            brokers[(node_index(old_leader) + 1) % 3].addr.clone(),
+            progress.to_str().unwrap().to_string(),
+            out.to_str().unwrap().to_string(),
+        );
+        std::thread::spawn(move || {
+            python(
+                "acks_all_producer.py",
+                &[&bootstrap, "durable", "4000", &progress, &out],
+            )
+        })
+    };
+    let acked_so_far = || {
+        std::fs::read_to_string(&progress)
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    wait_until(Duration::from_secs(60), "1000 records acknowledged", || {
+        acked_so_far() >= 1000
+    });
+    brokers[node_index(old_leader)].kill9();
+    let killed = Instant::now();
+    let survivor = (node_index(old_leader) + 1) % 3;
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "a new leader",
+        || {
+            let l = leader_of(&brokers[survivor], "durable");
+            l > 0 && l != old_leader
+        },
+    );
+    println!("new leader serving after {:?}", killed.elapsed());
+    brokers[node_index(old_leader)].restart();
+    let summary = producer.join().unwrap();
+    println!("{summary}");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(result["failed"].as_array().unwrap().len(), 0, "{result}");
+    let acked: Vec<(i64, String)> = result["acked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a[0].as_i64().unwrap(), a[1].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(acked.len(), 4000);
+    wait_until(
+        Duration::from_secs(30),
+        "all three replicas in sync",
+        || isr(&metadata(&brokers[survivor], Some("durable")), "durable", 0) == [1, 2, 3],
+    );
+    let logs = replica_logs(&mut brokers, "durable");
+    for (i, log) in logs.iter().enumerate() {
+        // Exactly once and in order: every value once, offsets ascending with the values.
+        let values: Vec<&str> = log.iter().map(|(_, v)| v.as_str()).collect();
+        let want: Vec<String> = (0..4000).map(|i| format!("m-{i}")).collect();
+        assert_eq!(values, want, "broker {}: every value once, in order", i + 1);
+        for (o, v) in &acked {
+            assert!(
+                log.contains(&(*o, v.clone())),
+                "broker {}: acked {v} at {o}",
+                i + 1
+            );
+        }
+    }
+    println!(
+        "checked {} acknowledged records on each of 3 replicas",
+        acked.len()
+    );
+}
+
+#[test]
+fn a_paused_follower_leaves_the_isr_and_rejoins_after_catching_up() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk, REPLICATION);
+    create_replicated(&brokers[0], "paused");
+    let leader = leader_of(&brokers[0], "paused");
+    let follower = (node_index(leader) + 1) % 3;
+    let lines: String = (0..200).map(|i| format!("before-{i}\n")).collect();
+    kcat(
+        &brokers[0],
+        &["-P", "-t", "paused", "-X", "acks=all"],
+        Some(lines.as_bytes()),
+    );
+    brokers[follower].pause();
+    let f_id = follower as i64 + 1;
+    wait_until(
+        Duration::from_secs(10),
+        "the paused follower leaves the ISR",
+        || {
+            !isr(
+                &metadata(&brokers[node_index(leader)], Some("paused")),
+                "paused",
+                0,
+            )
+            .contains(&f_id)
+        },
+    );
+    // Two in-sync replicas meet min.insync.replicas=2: acks=all goes on.
+    let lines: String = (0..200).map(|i| format!("during-{i}\n")).collect();
+    kcat(
+        &brokers[node_index(leader)],
+        &["-P", "-t", "paused", "-X", "acks=all"],
+        Some(lines.as_bytes()),
+    );
+    brokers[follower].resume();
+    wait_until(
+        Duration::from_secs(20),
+        "the follower rejoins the ISR",
+        || {
+            isr(
+                &metadata(&brokers[node_index(leader)], Some("paused")),
+                "paused",
+                0,
+            ) == [1, 2, 3]
+        },
+    );
+    let got = kcat_consume(&brokers[node_index(leader)], "paused", "%s\n");
+    let dup = got.iter().filter(|v| v.starts_with("before-")).count();
+    assert_eq!(got.len(), 400, "before: {dup}, during: {}", got.len() - dup);
+    let logs = replica_logs(&mut brokers, "paused");
+    assert!(
+        logs.iter().all(|l| l.len() == 400 && *l == logs[0]),
+        "identical replicas"
+    );
+}
+
+#[test]
+fn a_returning_old_leader_cuts_the_tail_nobody_else_had() {
+    let zk = ZooKeeper::start();
+    // Followers stay in the ISR through the short pause below.
+    let mut brokers = start_cluster(&zk, &["--set", "replica.lag.time.max.ms=5000"]);
+    create_replicated(&brokers[0], "diverged");
+    let old = leader_of(&brokers[0], "diverged");
+    let l = node_index(old);
+    let lines: String = (0..100).map(|i| format!("committed-{i}\n")).collect();
+    kcat(
+        &brokers[l],
+        &["-P", "-t", "diverged", "-X", "acks=all"],
+        Some(lines.as_bytes()),
+    );
+    // The followers stop fetching; the leader takes records only it has (acks=1).
+    for f in (0..3).filter(|&i| i != l) {
+        brokers[f].pause();
+    }
+    // A fetch already on its way would still bring the followers what comes next: wait until
+    // the leader has answered it (it holds a fetch at most 500 ms).
+    std::thread::sleep(Duration::from_millis(1000));
+    let tail: String = (0..50).map(|i| format!("unreplicated-{i}\n")).collect();
+    kcat(
+        &brokers[l],
+        &["-P", "-t", "diverged", "-X", "acks=1"],
+        Some(tail.as_bytes()),
+    );
+    // A consumer never sees what is not committed.
+    let seen = kcat_consume(&brokers[l], "diverged", "%s\n");
+    assert!(seen.iter().all(|v| v.starts_with("committed-")), "{seen:?}");
+    brokers[l].kill9();
+    for f in (0..3).filter(|&i| i != l) {
+        brokers[f].resume();
+    }
+    let survivor = (l + 1) % 3;
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "a follower takes over",
+        || {
+            let now = leader_of(&brokers[survivor], "diverged");
+            now > 0 && now != old
+        },
+    );
+    let lines: String = (0..30).map(|i| format!("new-leader-{i}\n")).collect();
+    kcat(
+        &brokers[survivor],
+        &["-P", "-t", "diverged", "-X", "acks=all"],
+        Some(lines.as_bytes()),
+    );
+    brokers[l].restart();
+    wait_until(
+        Duration::from_secs(30),
+        "the old leader back in the ISR",
+        || {
+            isr(
+                &metadata(&brokers[survivor], Some("diverged")),
+                "diverged",
+                0,
+            ) == [1, 2, 3]
+        },
+    );
+    let log = brokers[l].log();
+    assert!(log.contains("diverged tail"), "{log}");
+    let logs = replica_logs(&mut brokers, "diverged");
+    for (i, log) in logs.iter().enumerate() {
+        assert_eq!(log.len(), 130, "broker {}: {log:?}", i + 1);
+        assert!(
+            log.iter().all(|(_, v)| !v.starts_with("unreplicated-")),
+            "broker {}",
+            i + 1
+        );
+        assert_eq!(*log, logs[0], "replicas identical");
+    }
+}
