@@ -1,8 +1,9 @@
 """An idempotent acks=all producer (librdkafka 2.16) that keeps going through failovers.
 
-  acks_all_producer.py BOOTSTRAP TOPIC COUNT PROGRESS_FILE OUT_FILE
+  acks_all_producer.py BOOTSTRAP TOPIC COUNT PROGRESS_FILE OUT_FILE [PAUSE_MS]
 
-Sends COUNT values "m-<i>" to partition 0 of TOPIC at a steady pace, writes the number
+Sends COUNT values "m-<i>" to partition 0 of TOPIC at a steady pace (PAUSE_MS, default 10,
+after every 20), writes the number
 acknowledged so far to PROGRESS_FILE as it goes (the test kills brokers by it), and at the end
 writes every acknowledged (offset, value) as JSON to OUT_FILE. Delivery failures are counted,
 not retried by hand: librdkafka retries within message.timeout.ms.
@@ -15,6 +16,7 @@ from confluent_kafka import Producer
 
 bootstrap, topic, count, progress_path, out_path = sys.argv[1:6]
 count = int(count)
+pause = float(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.01
 producer = Producer({
     "bootstrap.servers": bootstrap,
     "acks": "all",
@@ -38,7 +40,7 @@ for i in range(count):
     producer.produce(topic, value=f"m-{i}", partition=0, on_delivery=delivered)
     producer.poll(0)
     if i % 20 == 19:
-        time.sleep(0.01)
+        time.sleep(pause)
     if len(acked) != last_progress:
         last_progress = len(acked)
         with open(progress_path, "w") as f:
