@@ -53,6 +53,11 @@ fn main() -> ExitCode {
                             config.broker.zookeeper_session_timeout_ms,
                         ),
                         shards: config.cores.len(),
+                        preferred_leader_check: config.broker.auto_leader_rebalance.then(|| {
+                            std::time::Duration::from_secs(
+                                config.broker.leader_imbalance_check_interval_seconds,
+                            )
+                        }),
                     };
                     match cluster::start(options) {
                         Ok(started) => Some(started),

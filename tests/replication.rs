@@ -9,8 +9,13 @@ use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, python, records_on_disk, Broker};
 use std::time::{Duration, Instant};
 
-/// Quick to drop a silent follower, quick to take it back.
-const REPLICATION: &[&str] = &["--set", "replica.lag.time.max.ms=2000"];
+/// Quick to drop a silent follower, quick to take it back, quick to restore preferred leaders.
+const REPLICATION: &[&str] = &[
+    "--set",
+    "replica.lag.time.max.ms=2000",
+    "--set",
+    "leader.imbalance.check.interval.seconds=2",
+];
 
 fn create_replicated(broker: &Broker, topic: &str) {
     // Auto-creation uses the broker defaults; an explicit topic needs no admin client here.

@@ -8,6 +8,10 @@
 //!   its ISR so the last leader can take it back — there is no unclean election. Dead followers
 //!   leave the ISR.
 //!
+//! - With `auto.leader.rebalance.enable`, every `leader.imbalance.check.interval.seconds` a
+//!   partition led by another broker than its preferred one (the first replica) moves back to
+//!   it when that replica is alive and in the ISR, which spreads leaders again after failovers.
+//!
 //! Every state change is a conditional set on the version read; a conflict means someone else
 //! moved first, and the next pass reads again.
 
@@ -22,7 +26,13 @@ pub struct Changes {
     pub topics_deleted: usize,
 }
 
-pub async fn run(client: &Client, tree: &ZkTree, controller_epoch: i32) -> Result<Changes, Error> {
+/// One pass; `restore_preferred` also moves leadership back to preferred replicas.
+pub async fn run(
+    client: &Client,
+    tree: &ZkTree,
+    controller_epoch: i32,
+    restore_preferred: bool,
+) -> Result<Changes, Error> {
     let mut changes = Changes::default();
     for name in &tree.pending_deletions {
         delete_topic(client, tree, name).await?;
@@ -52,9 +62,13 @@ pub async fn run(client: &Client, tree: &ZkTree, controller_epoch: i32) -> Resul
                     }
                     continue;
                 }
-                Some((state, version)) => {
-                    next_state(state, &zp.replicas, controller_epoch, live).map(|s| (s, *version))
-                }
+                Some((state, version)) => next_state(state, &zp.replicas, controller_epoch, live)
+                    .or_else(|| {
+                        restore_preferred
+                            .then(|| preferred_state(state, &zp.replicas, controller_epoch, live))
+                            .flatten()
+                    })
+                    .map(|s| (s, *version)),
             };
             let Some((state, version)) = next else {
                 continue;
@@ -120,6 +134,24 @@ fn next_state(
         )),
         None => None,
     }
+}
+
+/// Leadership back to the preferred replica, if it is alive and in sync and does not lead.
+fn preferred_state(
+    state: &PartitionState,
+    replicas: &[i32],
+    controller_epoch: i32,
+    live: impl Fn(&i32) -> bool,
+) -> Option<PartitionState> {
+    let &preferred = replicas.first()?;
+    (state.leader != preferred && live(&preferred) && state.isr.contains(&preferred)).then(|| {
+        PartitionState::new(
+            controller_epoch,
+            preferred,
+            state.leader_epoch + 1,
+            state.isr.clone(),
+        )
+    })
 }
 
 fn persistent() -> zookeeper_client::CreateOptions<'static> {
@@ -188,6 +220,21 @@ mod tests {
         );
         let back = next_state(&next, &[1, 2, 3], 2, |b: &i32| *b == 2).unwrap();
         assert_eq!((back.leader, back.leader_epoch), (2, 6));
+    }
+
+    #[test]
+    fn leadership_goes_back_to_an_in_sync_preferred_replica() {
+        let all = |_: &i32| true;
+        let moved = preferred_state(&state(2, 5, &[2, 3, 1]), &[1, 2, 3], 3, all).unwrap();
+        assert_eq!((moved.leader, moved.leader_epoch), (1, 6));
+        assert!(
+            preferred_state(&state(2, 5, &[2, 3]), &[1, 2, 3], 3, all).is_none(),
+            "not in sync"
+        );
+        assert!(
+            preferred_state(&state(1, 5, &[1, 2]), &[1, 2, 3], 3, all).is_none(),
+            "already leads"
+        );
     }
 
     #[test]

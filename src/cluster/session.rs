@@ -43,6 +43,8 @@ pub struct ClusterOptions {
     pub port: u16,
     pub session_timeout: Duration,
     pub shards: usize,
+    /// `auto.leader.rebalance.enable` and `leader.imbalance.check.interval.seconds`.
+    pub preferred_leader_check: Option<Duration>,
 }
 
 /// What a started control thread gives the broker.
@@ -83,6 +85,7 @@ struct ControlLoop {
     first: Option<std::sync::mpsc::Sender<Arc<ClusterMetadata>>>,
     last_tree: ZkTree,
     last_view: Option<Arc<ClusterMetadata>>,
+    last_preferred_check: Instant,
 }
 
 /// What woke the loop.
@@ -107,6 +110,7 @@ impl ControlLoop {
             first: Some(first),
             last_tree: ZkTree::default(),
             last_view: None,
+            last_preferred_check: Instant::now(),
         }
     }
 
@@ -242,7 +246,14 @@ impl ControlLoop {
         s.controller_epoch = elect(&s.client, node, s.controller_epoch).await?;
         let mut tree = view::read_tree(&s.client).await?;
         if let Some(epoch) = s.controller_epoch {
-            let changes = duties::run(&s.client, &tree, epoch).await?;
+            let restore = self
+                .options
+                .preferred_leader_check
+                .is_some_and(|every| self.last_preferred_check.elapsed() >= every);
+            if restore {
+                self.last_preferred_check = Instant::now();
+            }
+            let changes = duties::run(&s.client, &tree, epoch, restore).await?;
             if changes.states_written + changes.topics_deleted > 0 {
                 tree = view::read_tree(&s.client).await?;
             }

@@ -40,6 +40,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         1,
     ),
     key(
+        "auto.leader.rebalance.enable",
+        "cluster mode: move leadership back to preferred replicas",
+        "true",
+        0,
+        1,
+    ),
+    key(
         "connections.max.idle.ms",
         "close connections idle this long",
         "600000",
@@ -78,6 +85,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "group.min.session.timeout.ms",
         "smallest session timeout a group member may ask for",
         "6000",
+        1,
+        I32_MAX,
+    ),
+    key(
+        "leader.imbalance.check.interval.seconds",
+        "cluster mode: how often the controller restores preferred leaders",
+        "300",
         1,
         I32_MAX,
     ),
@@ -241,6 +255,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
 #[derive(Clone, Debug)]
 pub struct BrokerSettings {
     pub auto_create_topics: bool,
+    pub auto_leader_rebalance: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     pub connections_max_idle_ms: i64,
     pub default_replication_factor: i16,
     pub fetch_zero_copy: bool,
@@ -271,6 +287,8 @@ impl Default for BrokerSettings {
     fn default() -> Self {
         let mut s = BrokerSettings {
             auto_create_topics: true,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval_seconds: 300,
             connections_max_idle_ms: 600_000,
             default_replication_factor: 1,
             fetch_zero_copy: true,
@@ -353,6 +371,10 @@ impl BrokerSettings {
         };
         match name {
             "auto.create.topics.enable" => self.auto_create_topics = parse_bool(name, value)?,
+            "auto.leader.rebalance.enable" => self.auto_leader_rebalance = parse_bool(name, value)?,
+            "leader.imbalance.check.interval.seconds" => {
+                self.leader_imbalance_check_interval_seconds = int()? as u64
+            }
             "connections.max.idle.ms" => self.connections_max_idle_ms = int()?,
             "default.replication.factor" => self.default_replication_factor = int()? as i16,
             "fetch.zero.copy.enable" => self.fetch_zero_copy = parse_bool(name, value)?,
