@@ -49,6 +49,10 @@ pub enum Error {
         got: i32,
     },
 
+    /// This replica does not lead the partition: only its leader takes producers' batches.
+    #[error("{0} is not the leader")]
+    NotLeader(PathBuf),
+
     /// A compaction pass could not run; the log is unchanged.
     #[error("cannot clean {path}: {reason}")]
     Cleaner { path: PathBuf, reason: &'static str },
@@ -102,6 +106,7 @@ impl Error {
                 log_end: *log_end,
             },
             Error::Closed(p) => Error::Closed(p.clone()),
+            Error::NotLeader(p) => Error::NotLeader(p.clone()),
             Error::Cleaner { path, reason } => Error::Cleaner {
                 path: path.clone(),
                 reason,

@@ -23,6 +23,9 @@ pub use session::{start, ClusterOptions, Started};
 
 use futures::channel::{mpsc, oneshot};
 
+/// How long a shard waits for the control thread's answer.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// A shard's way to the control thread.
 #[derive(Clone)]
 pub struct ZkHandle {
@@ -35,7 +38,15 @@ impl ZkHandle {
     pub async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Request) -> Option<T> {
         let (tx, rx) = oneshot::channel();
         self.requests.unbounded_send(make(tx)).ok()?;
-        rx.await.ok()
+        // Bounded: while ZooKeeper is unreachable the control thread answers nothing, and a
+        // shard must not wait on it forever.
+        glommio::timer::timeout(CALL_TIMEOUT, async {
+            rx.await.map_err(|_| {
+                glommio::GlommioError::IoError(std::io::Error::other("control thread gone"))
+            })
+        })
+        .await
+        .ok()
     }
 }
 

@@ -222,6 +222,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         1000,
     ),
     key(
+        "offsets.topic.replication.factor",
+        "replicas of __consumer_offsets (at most the brokers alive when it is created)",
+        "3",
+        1,
+        32767,
+    ),
+    key(
         "offsets.topic.segment.bytes",
         "segment size of __consumer_offsets",
         "104857600",
@@ -268,6 +275,7 @@ pub struct BrokerSettings {
     pub cleaner_dedupe_buffer_bytes: usize,
     pub offset_metadata_max_bytes: usize,
     pub offsets_topic_partitions: i32,
+    pub offsets_topic_replication_factor: i16,
     pub offsets_topic_segment_bytes: i64,
     pub min_insync_replicas: i32,
     pub num_partitions: i32,
@@ -300,6 +308,7 @@ impl Default for BrokerSettings {
             cleaner_dedupe_buffer_bytes: 32 << 20,
             offset_metadata_max_bytes: 4096,
             offsets_topic_partitions: 50,
+            offsets_topic_replication_factor: 3,
             offsets_topic_segment_bytes: 104_857_600,
             min_insync_replicas: 1,
             num_partitions: 1,
@@ -403,6 +412,9 @@ impl BrokerSettings {
             "num.partitions" => self.num_partitions = int()? as i32,
             "offset.metadata.max.bytes" => self.offset_metadata_max_bytes = int()? as usize,
             "offsets.topic.num.partitions" => self.offsets_topic_partitions = int()? as i32,
+            "offsets.topic.replication.factor" => {
+                self.offsets_topic_replication_factor = int()? as i16
+            }
             "offsets.topic.segment.bytes" => self.offsets_topic_segment_bytes = int()?,
             "socket.request.max.bytes" => self.socket_request_max_bytes = int()? as usize,
             "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = int()?,

@@ -86,6 +86,8 @@ pub struct Described {
 pub struct Coordinator {
     groups: RefCell<HashMap<String, Rc<RefCell<Group>>>>,
     config: GroupConfig,
+    /// `__consumer_offsets` partitions whose groups are being read (after a leadership gain).
+    loading: RefCell<std::collections::HashSet<i32>>,
 }
 
 type GroupRef = Rc<RefCell<Group>>;
@@ -116,7 +118,35 @@ impl Coordinator {
         Coordinator {
             groups: RefCell::new(HashMap::new()),
             config,
+            loading: RefCell::new(std::collections::HashSet::new()),
         }
+    }
+
+    pub fn is_loading(&self, partition: i32) -> bool {
+        self.loading.borrow().contains(&partition)
+    }
+
+    /// Drops the groups of one `__consumer_offsets` partition (of `partitions`): this broker
+    /// no longer leads it, or is about to read it again.
+    pub fn forget_partition(&self, partition: i32, partitions: i32) {
+        self.groups
+            .borrow_mut()
+            .retain(|id, _| super::records::coordinator_partition(id, partitions) != partition);
+    }
+
+    /// Reads a partition's groups afresh, answering LOAD_IN_PROGRESS meanwhile: this broker
+    /// has just become its leader, and what it replicated as a follower is the truth now.
+    pub async fn reload(
+        &self,
+        partition: &Rc<Partition>,
+        partitions: i32,
+    ) -> Result<(usize, usize), String> {
+        let index = partition.index();
+        self.loading.borrow_mut().insert(index);
+        self.forget_partition(index, partitions);
+        let loaded = self.load(partition).await;
+        self.loading.borrow_mut().remove(&index);
+        loaded
     }
 
     fn group(&self, id: &str) -> Option<GroupRef> {
@@ -1219,8 +1249,25 @@ async fn append(
         })
         .collect();
     let batch = build_batch(&records, ProducerFields::NONE);
-    p.produce(&batch).await.map(drop).map_err(|e| {
+    let epoch = p.leader_epoch();
+    let info = p.produce(&batch).await.map_err(|e| {
         tracing::error!(error = %e, "writing to __consumer_offsets failed");
-        codes::COORDINATOR_NOT_AVAILABLE
-    })
+        match e {
+            ferrite_shards::Error::NotLeader(_) => codes::NOT_COORDINATOR,
+            _ => codes::COORDINATOR_NOT_AVAILABLE,
+        }
+    })?;
+    // As Kafka: a commit is answered once every in-sync replica has it.
+    match p
+        .wait_committed(info.last_offset, epoch, COMMIT_TIMEOUT)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return Err(codes::COORDINATOR_NOT_AVAILABLE),
+        Err(_) => return Err(codes::NOT_COORDINATOR),
+    }
+    Ok(())
 }
+
+/// How long a group write waits for the ISR before the member is told to retry.
+const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

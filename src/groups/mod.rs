@@ -39,10 +39,12 @@ pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), i16> {
         return Ok(());
     }
     let b = &shard.config.broker;
+    // Replicated like any topic in a cluster, on as many brokers as are alive up to the setting.
+    let brokers = shard.metadata().brokers.len().max(1) as i16;
     let topic = NewTopic {
         name: CONSUMER_OFFSETS_TOPIC.to_string(),
         partitions: b.offsets_topic_partitions,
-        replication_factor: -1,
+        replication_factor: b.offsets_topic_replication_factor.min(brokers),
         configs: BTreeMap::from([
             ("cleanup.policy".to_string(), "compact".to_string()),
             (
@@ -96,7 +98,9 @@ where
             move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, i16>> {
                 Box::pin(async move {
                     // A partition is in the shard's table only once its groups are loaded.
-                    if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none() {
+                    if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none()
+                        || s.groups.is_loading(partition)
+                    {
                         return Err(codes::COORDINATOR_LOAD_IN_PROGRESS);
                     }
                     let groups = s.groups.clone();

@@ -61,7 +61,7 @@ pub fn code_for(e: &Error) -> i16 {
         Error::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
         Error::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
         // The partition is closing (shutdown, deletion): the client looks it up again.
-        Error::Closed(_) => NOT_LEADER_OR_FOLLOWER,
+        Error::Closed(_) | Error::NotLeader(_) => NOT_LEADER_OR_FOLLOWER,
         // A full disk or failing device, or corruption met by a read: retriable for the client,
         // and the operator sees the cause in the log.
         Error::Io { .. } | Error::Corrupt { .. } => KAFKA_STORAGE_ERROR,

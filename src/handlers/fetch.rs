@@ -19,7 +19,8 @@ const MAX_WAIT_MS_MAX: i32 = 30_000;
 
 struct Wanted {
     topic: String,
-    partitions: Vec<(i32, i64, u64)>,
+    /// (partition, fetch offset, partition max bytes, current leader epoch or -1).
+    partitions: Vec<(i32, i64, u64, i32)>,
 }
 
 /// Who fetches: a consumer reads below the high watermark; a follower (replica id ≥ 0) up to
@@ -59,6 +60,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
                         p.partition,
                         p.fetch_offset,
                         p.partition_max_bytes.max(0) as u64,
+                        p.current_leader_epoch,
                     )
                 })
                 .collect(),
@@ -96,10 +98,12 @@ async fn read_all(
     reader: Reader,
 ) -> Vec<Vec<Fetched>> {
     let reads = wanted.iter().map(|w| {
-        futures::future::join_all(w.partitions.iter().map(|&(index, offset, partition_max)| {
-            let limit = partition_max.min(max_bytes) as usize;
-            read_partition(shard, &w.topic, index, offset, limit, reader)
-        }))
+        futures::future::join_all(w.partitions.iter().map(
+            |&(index, offset, partition_max, epoch)| {
+                let limit = partition_max.min(max_bytes) as usize;
+                read_partition(shard, &w.topic, index, offset, limit, reader, epoch)
+            },
+        ))
     });
     let mut fetched = futures::future::join_all(reads).await;
     let mut remaining = max_bytes;
@@ -126,12 +130,13 @@ async fn read_partition(
     offset: i64,
     limit: usize,
     reader: Reader,
+    leader_epoch: i32,
 ) -> Fetched {
     let read = on_partition(shard, topic, index, move |p| {
         Box::pin(async move {
             let result = match reader {
                 Reader::Consumer => p.fetch(offset, limit).await,
-                Reader::Follower(id) => p.read_for_follower(id, offset, limit).await,
+                Reader::Follower(id) => p.read_for_follower(id, leader_epoch, offset, limit).await,
             };
             // Read after the data: the watermark is never below what was returned.
             let mut f = Fetched {
@@ -164,7 +169,7 @@ async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reade
     let waits: Vec<_> = wanted
         .iter()
         .flat_map(|w| {
-            w.partitions.iter().map(move |&(index, offset, _)| {
+            w.partitions.iter().map(move |&(index, offset, _, _)| {
                 Box::pin(on_partition(shard, &w.topic, index, move |p| {
                     Box::pin(async move {
                         match reader {
@@ -193,7 +198,7 @@ fn encode(req: &Request, wanted: Vec<Wanted>, fetched: Vec<Vec<Fetched>>) -> Res
                 .partitions
                 .into_iter()
                 .zip(fs)
-                .map(|((index, _, _), f)| PartitionOut {
+                .map(|((index, _, _, _), f)| PartitionOut {
                     index,
                     error_code: f.error,
                     high_watermark: f.high_watermark,

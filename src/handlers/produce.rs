@@ -59,12 +59,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                 }
                 let outcome = on_partition(shard, &name, p.index, move |part| {
                     Box::pin(async move {
+                        let epoch = part.leader_epoch();
                         let info = part
                             .produce(&records)
                             .await
                             .map_err(|e| (errors::code_for(&e), e.to_string()))?;
                         if acks == -1 {
-                            committed(&part, &info, required, timeout).await?;
+                            committed(&part, &info, epoch, required, timeout).await?;
                         }
                         Ok(info)
                     })
@@ -158,10 +159,15 @@ fn not_enough_replicas(
 async fn committed(
     part: &Partition,
     info: &AppendInfo,
+    epoch: i32,
     required: i32,
     timeout: Duration,
 ) -> Result<(), (i16, String)> {
-    if !part.wait_committed(info.last_offset, timeout).await {
+    let done = part
+        .wait_committed(info.last_offset, epoch, timeout)
+        .await
+        .map_err(|e| (errors::code_for(&e), e.to_string()))?;
+    if !done {
         return Err((
             errors::REQUEST_TIMED_OUT,
             format!(

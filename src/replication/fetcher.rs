@@ -119,12 +119,14 @@ async fn truncate_diverged(
         return Ok(());
     }
     let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
+    let mut asked: HashMap<Key, i32> = HashMap::new();
     for p in &unchecked {
         let Some(latest) = p.log().leader_epochs().last().map(|e| e.epoch) else {
             // Nothing written in any epoch: nothing can have diverged.
             f.checked.borrow_mut().insert(key(p), p.leader_epoch());
             continue;
         };
+        asked.insert(key(p), latest);
         let entry = OffsetForLeaderPartition::default()
             .with_partition(p.index())
             .with_current_leader_epoch(p.leader_epoch())
@@ -167,9 +169,19 @@ async fn truncate_diverged(
                 continue; // the leader is not ready for this epoch yet: ask again next round
             }
             let end = p.log().log_end_offset();
-            // UNDEFINED: the leader knows nothing of our epochs; keep only what was committed.
+            let ours = asked.get(&key(p)).copied().unwrap_or(-1);
             let cut = if r.end_offset < 0 {
+                // UNDEFINED: the leader knows nothing of our epochs; keep what was committed.
                 p.high_watermark()
+            } else if r.leader_epoch < ours {
+                // The leader never had our latest epoch: its own last epoch at or below ours
+                // ended at `end_offset` there, and ours (for that epoch) may end earlier.
+                let own = p
+                    .log()
+                    .end_offset_for_epoch(r.leader_epoch)
+                    .map(|(_, e)| e)
+                    .unwrap_or(end);
+                r.end_offset.min(own)
             } else {
                 r.end_offset
             };
@@ -202,6 +214,9 @@ async fn fetch_once(
         return Ok(());
     }
     let mut topics: Vec<FetchTopic> = Vec::new();
+    // What each partition was asked in: an answer that comes after a leadership change is
+    // for another term and is dropped.
+    let asked_in: HashMap<Key, i32> = ready.iter().map(|p| (key(p), p.leader_epoch())).collect();
     for p in &ready {
         let entry = FetchPartition::default()
             .with_partition(p.index())
@@ -241,6 +256,12 @@ async fn fetch_once(
             else {
                 continue;
             };
+            let same_term = asked_in.get(&key(p)) == Some(&p.leader_epoch())
+                && p.role().leader == f.leader
+                && !f.stopped.get();
+            if !same_term {
+                continue;
+            }
             match d.error_code {
                 errors::NONE => {
                     if let Some(records) = d.records.filter(|r| !r.is_empty()) {

@@ -148,6 +148,8 @@ impl Shard {
         let _lock = self.reconcile_lock.acquire_permit(1).await;
         let metadata = self.metadata();
         let mut to_open = Vec::new();
+        // `__consumer_offsets` partitions this broker started or stopped leading.
+        let mut leadership_moved = Vec::new();
         for t in metadata.topics.values() {
             for p in &t.partitions {
                 if !self.hosts(p) {
@@ -155,7 +157,13 @@ impl Shard {
                 }
                 match self.partition(&t.name, p.index) {
                     None => to_open.push((t.clone(), p.index, p.leader_epoch)),
-                    Some(open) => self.assign_role(&open, p),
+                    Some(open) => {
+                        let was_leader = open.role().is_leader();
+                        self.assign_role(&open, p);
+                        if t.name == CONSUMER_OFFSETS_TOPIC && was_leader != self.leads(p) {
+                            leadership_moved.push((open, self.leads(p), t.partitions.len()));
+                        }
+                    }
                 }
             }
         }
@@ -207,8 +215,12 @@ impl Shard {
                 (topic.name.clone(), *index, opened)
             });
             for (name, index, opened) in futures::future::join_all(opens).await {
+                let leads = metadata
+                    .partition(&name, index)
+                    .is_some_and(|i| self.leads(i));
                 let opened = match opened {
-                    Ok(p) if name == CONSUMER_OFFSETS_TOPIC => self.load_groups(p).await,
+                    // Only the leader coordinates the partition's groups.
+                    Ok(p) if name == CONSUMER_OFFSETS_TOPIC && leads => self.load_groups(p).await,
                     other => other.map_err(|e| e.to_string()),
                 };
                 match opened {
@@ -227,6 +239,21 @@ impl Shard {
                         first_error.get_or_insert(e);
                     }
                 }
+            }
+        }
+        for (p, leads, partitions) in leadership_moved {
+            if leads {
+                match self.groups.reload(&p, partitions as i32).await {
+                    Ok((groups, offsets)) => {
+                        tracing::info!(shard = %self.id, partition = p.index(),
+                        groups, offsets, "coordinating the groups of a partition this broker now leads")
+                    }
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            } else {
+                self.groups.forget_partition(p.index(), partitions as i32);
             }
         }
         match first_error {

@@ -102,6 +102,10 @@ impl Partition {
     /// Appends a producer's record set: validation, idempotence, write. A retried duplicate
     /// is answered with the original offsets and not written again.
     pub async fn produce(self: &Rc<Self>, records: &Bytes) -> Result<AppendInfo> {
+        // A follower's log takes only what its leader sends (`append_from_leader`).
+        if !self.leads() {
+            return Err(Error::NotLeader(self.log.dir().to_path_buf()));
+        }
         let batches = self.log.validate(records, BatchOrigin::Client)?;
         let now = now_ms();
         let mut recorded: Vec<(i64, Rc<OffsetSlot>)> = Vec::new();
@@ -207,19 +211,42 @@ impl Partition {
         if batches.is_empty() {
             return Ok(None);
         }
+        let headers: Vec<_> = batches.iter().map(|b| b.header).collect();
+        let info = self.log.append_as_follower(batches).await?;
         let now = now_ms();
-        {
-            let mut table = self.producers.borrow_mut();
-            for b in &batches {
-                table.replay(&b.header, now);
-            }
+        let mut table = self.producers.borrow_mut();
+        for h in &headers {
+            table.replay(h, now);
         }
-        self.log.append_as_follower(batches).await.map(Some)
+        Ok(Some(info))
     }
 
-    /// Waits until the high watermark is past `offset` (acks=all), at most `timeout`.
-    pub async fn wait_committed(&self, offset: i64, timeout: Duration) -> bool {
-        self.wait_for_data(offset, timeout).await
+    /// acks=all: waits until the high watermark is past `offset`, written as leader in
+    /// `epoch`; false after `timeout`. Losing the leadership (or a new epoch) meanwhile is
+    /// `NotLeader`: the record may have been cut by the new leader, so it is not acknowledged.
+    pub async fn wait_committed(&self, offset: i64, epoch: i32, timeout: Duration) -> Result<bool> {
+        let wait = async {
+            loop {
+                let seen = self.hw_moved.generation();
+                if !self.leads() || self.leader_epoch.get() != epoch {
+                    return Err(Error::NotLeader(self.log.dir().to_path_buf()));
+                }
+                if self.high_watermark.get() > offset {
+                    return Ok(());
+                }
+                self.hw_moved.wait_past(seen).await;
+            }
+        };
+        let mut outcome = None;
+        let timed = glommio::timer::timeout(timeout, async {
+            outcome = Some(wait.await);
+            Ok(())
+        })
+        .await;
+        match (timed, outcome) {
+            (Ok(()), Some(r)) => r.map(|()| true),
+            _ => Ok(false),
+        }
     }
 
     fn advance_high_watermark(&self, to: i64) {
@@ -300,6 +327,15 @@ impl Partition {
         self.log.clean(budget, self.clean_below(), now_ms).await
     }
 
+    /// Rebuilds the idempotent producer table from the snapshot (when it covers no more than
+    /// the log) and the batch headers after it; after a truncation.
+    pub(crate) async fn reload_producers(&self) -> Result<()> {
+        let (table, covers) = load_producers(&self.log).await?;
+        *self.producers.borrow_mut() = table;
+        self.snapshot_covers.set(covers);
+        Ok(())
+    }
+
     /// Flushes, snapshots and closes the log.
     pub async fn close(&self) -> Result<()> {
         self.log.close().await?;
@@ -332,5 +368,7 @@ async fn load_producers(log: &Log) -> Result<(ProducerTable, i64)> {
     Ok((table, from))
 }
 
+#[cfg(test)]
+mod replication_tests;
 #[cfg(test)]
 mod tests;

@@ -29,12 +29,31 @@ impl Role {
     }
 }
 
+/// How long ago a follower must have fetched to join the ISR: a live follower fetches at
+/// least every fetch wait (500 ms); one the controller saw die must not be taken back.
+const JOIN_FETCHED_WITHIN_MS: i64 = 1500;
+
 /// A follower as its leader sees it.
 #[derive(Copy, Clone, Debug)]
 struct Progress {
     log_end: i64,
-    /// When its fetch last reached the leader's log end (ms).
+    /// When it was last caught up (ms), by Kafka's rule: its fetch reached the leader's log
+    /// end as of its previous fetch.
     caught_up_ms: i64,
+    last_fetch_ms: i64,
+    /// The leader's log end at its last fetch.
+    leader_end_at_last_fetch: i64,
+}
+
+impl Progress {
+    fn fresh(now: i64) -> Progress {
+        Progress {
+            log_end: -1,
+            caught_up_ms: now,
+            last_fetch_ms: 0,
+            leader_end_at_last_fetch: i64::MAX,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -45,6 +64,16 @@ pub(super) struct Replication {
 }
 
 impl Partition {
+    /// Whether this replica takes producers' batches: it leads, or it has no role (the only
+    /// replica, before the metadata says otherwise).
+    pub fn leads(&self) -> bool {
+        self.replication
+            .role
+            .borrow()
+            .as_ref()
+            .is_none_or(Role::is_leader)
+    }
+
     pub fn role(&self) -> Role {
         self.replication.role.borrow().clone().unwrap_or_default()
     }
@@ -69,32 +98,34 @@ impl Partition {
             let mut followers = self.replication.followers.borrow_mut();
             followers.clear();
             for &r in role.replicas.iter().filter(|&&r| r != role.node_id) {
-                followers.insert(
-                    r,
-                    Progress {
-                        log_end: -1,
-                        caught_up_ms: now,
-                    },
-                );
+                followers.insert(r, Progress::fresh(now));
             }
         }
         *self.replication.role.borrow_mut() = Some(role);
         self.recompute_high_watermark();
+        // acks=all waiters look again: leadership may be gone.
+        self.hw_moved.notify_all();
     }
 
-    /// The leader's side of a follower's fetch: the follower has everything below `offset`.
-    pub fn follower_fetched(&self, follower: i32, offset: i64) {
+    /// The leader's side of a follower's fetch: the follower has everything below `offset`
+    /// (which is within this log: a fetch beyond the log end tells nothing).
+    fn follower_fetched(&self, follower: i32, offset: i64) {
         let leader_end = self.log.log_end_offset();
+        if offset > leader_end {
+            return;
+        }
+        let now = now_ms();
         {
             let mut followers = self.replication.followers.borrow_mut();
-            let p = followers.entry(follower).or_insert(Progress {
-                log_end: -1,
-                caught_up_ms: now_ms(),
-            });
+            let p = followers.entry(follower).or_insert(Progress::fresh(now));
             p.log_end = offset;
             if offset >= leader_end {
-                p.caught_up_ms = now_ms();
+                p.caught_up_ms = now;
+            } else if offset >= p.leader_end_at_last_fetch {
+                p.caught_up_ms = p.last_fetch_ms;
             }
+            p.last_fetch_ms = now;
+            p.leader_end_at_last_fetch = leader_end;
         }
         self.recompute_high_watermark();
     }
@@ -118,15 +149,28 @@ impl Partition {
         .is_ok()
     }
 
-    /// Reads for a follower, up to the log end (it replicates what is not committed yet).
+    /// Reads for a replica, up to the log end (it replicates what is not committed yet), and
+    /// counts its progress. A replica id that is not one of the partition's followers reads as
+    /// a consumer does.
+    /// A follower that knows another leader epoch than this leader's (`current_leader_epoch`,
+    /// -1 when not sent) is refused: one of the two has a stale view.
     pub async fn read_for_follower(
         &self,
         follower: i32,
+        current_leader_epoch: i32,
         offset: i64,
         max_bytes: usize,
     ) -> crate::error::Result<crate::log::ReadResult> {
+        let role = self.role();
+        if !role.is_leader() || follower == role.node_id || !role.replicas.contains(&follower) {
+            return self.fetch(offset, max_bytes).await;
+        }
+        if current_leader_epoch >= 0 && current_leader_epoch != self.leader_epoch.get() {
+            return Err(crate::error::Error::NotLeader(self.log.dir().to_path_buf()));
+        }
+        let read = self.log.read(offset, max_bytes, i64::MAX).await?;
         self.follower_fetched(follower, offset);
-        self.log.read(offset, max_bytes, i64::MAX).await
+        Ok(read)
     }
 
     /// Moves the high watermark to the least log end over the ISR (leader only).
@@ -155,20 +199,22 @@ impl Partition {
     }
 
     /// A follower cuts its log at `offset` (KIP-101: what the leader's log does not have).
+    /// Idempotent producer state is rebuilt from what remains, so a producer whose batches were
+    /// cut is not answered "duplicate" for them later.
     pub async fn truncate_to(&self, offset: i64) -> crate::error::Result<()> {
         self.log.truncate_to(offset).await?;
         let end = self.log.log_end_offset();
         if self.high_watermark.get() > end {
             self.high_watermark.set(end);
         }
-        Ok(())
+        self.reload_producers().await
     }
 
     /// A follower whose log ends before the leader's log start begins again at it.
     pub async fn restart_at(&self, offset: i64) -> crate::error::Result<()> {
         self.log.truncate_fully_and_start_at(offset).await?;
         self.high_watermark.set(offset);
-        Ok(())
+        self.reload_producers().await
     }
 
     /// A follower's high watermark: the leader's, capped at what this replica has.
@@ -200,7 +246,9 @@ impl Partition {
                 if role.isr.contains(r) {
                     now - p.caught_up_ms <= lag_ms
                 } else {
-                    p.log_end >= hw && now - p.caught_up_ms <= lag_ms
+                    p.log_end >= hw
+                        && now - p.caught_up_ms <= lag_ms
+                        && now - p.last_fetch_ms <= JOIN_FETCHED_WITHIN_MS
                 }
             })
             .collect();
