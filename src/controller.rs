@@ -277,11 +277,6 @@ pub async fn create_partitions(
     count: i32,
     validate_only: bool,
 ) -> Result<(), TopicError> {
-    if shard.cluster.is_some() {
-        return Err(TopicError::InvalidRequest(
-            "CreatePartitions is not supported in ZooKeeper mode yet.".into(),
-        ));
-    }
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
     let current = shard.metadata();
@@ -299,6 +294,9 @@ pub async fn create_partitions(
     }
     if validate_only {
         return Ok(());
+    }
+    if let Some(zk) = &shard.cluster {
+        return crate::cluster::admin::create_partitions(shard, zk, name, count).await;
     }
     let mut counts = current.partitions_per_shard(shard.router().shard_count());
     let node = current.controller_id;

@@ -89,6 +89,17 @@ fn three_brokers_register_elect_one_controller_and_spread_leaders() {
         assert_eq!(led.values().filter(|&&l| l == b).count(), 2, "{led:?}");
     }
     assert_eq!(consume_all(&brokers[0], "spread"), values(0..600));
+    // CreatePartitions: three more, one more led by each broker.
+    let out = common::python(
+        "confluent_admin_grow.py",
+        &[&brokers[0].addr, "spread", "9"],
+    );
+    assert!(out.contains("grew"), "{out}");
+    let grown = leaders(&metadata(&brokers[1], Some("spread")), "spread");
+    assert_eq!(grown.len(), 9, "{grown:?}");
+    for b in 1..=3 {
+        assert_eq!(grown.values().filter(|&&l| l == b).count(), 3, "{grown:?}");
+    }
     // A broker that does not lead a partition says so; its leader answers.
     let (&p, &leader) = led.iter().next().unwrap();
     for (i, b) in brokers.iter().enumerate() {

@@ -15,6 +15,8 @@ const REPLICATION: &[&str] = &[
     "replica.lag.time.max.ms=2000",
     "--set",
     "leader.imbalance.check.interval.seconds=2",
+    "--set",
+    "group.initial.rebalance.delay.ms=300",
 ];
 
 fn create_replicated(broker: &Broker, topic: &str) {
@@ -364,5 +366,88 @@ fn random_faults_under_load_lose_nothing_acknowledged_or_seen() {
         "checked {} acknowledged and {} consumed records on each of 3 replicas",
         acked.len(),
         seen.len()
+    );
+}
+
+/// The node that coordinates `group` now, by FindCoordinator.
+fn coordinator(broker: &Broker, group: &str) -> i32 {
+    use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let mut s = common::wire::connect(broker);
+    let req = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_string(group.to_string()))
+        .with_key_type(0);
+    let resp: FindCoordinatorResponse =
+        common::wire::call(&mut s, ApiKey::FindCoordinator, 2, &req);
+    if resp.error_code != 0 {
+        return -1;
+    }
+    resp.node_id.0
+}
+
+/// Committed offsets live in the replicated `__consumer_offsets`: when the coordinator's broker
+/// dies, the group's new coordinator (the new leader of its partition) has them.
+#[test]
+fn a_groups_commits_survive_its_coordinators_death() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk, REPLICATION);
+    create_replicated(&brokers[0], "grouped");
+    let lines = |from: usize, to: usize| -> Vec<u8> {
+        (from..to)
+            .flat_map(|i| format!("m{i}\n").into_bytes())
+            .collect()
+    };
+    let consume = |via: &Broker, count: usize| -> Vec<String> {
+        let out = kcat(
+            via,
+            &[
+                "-G",
+                "failover-group",
+                "-X",
+                "auto.offset.reset=earliest",
+                "-c",
+                &count.to_string(),
+                "-q",
+                "-f",
+                "%s\n",
+                "grouped",
+            ],
+            None,
+        );
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    let want =
+        |from: usize, to: usize| -> Vec<String> { (from..to).map(|i| format!("m{i}")).collect() };
+    kcat(
+        &brokers[0],
+        &["-P", "-t", "grouped", "-X", "acks=all"],
+        Some(&lines(0, 30)),
+    );
+    assert_eq!(consume(&brokers[0], 30), want(0, 30));
+    let old = coordinator(&brokers[0], "failover-group");
+    assert!(old > 0);
+    brokers[node_index(old as i64)].kill9();
+    let survivor = node_index(old as i64 + 1) % 3;
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "another coordinator",
+        || {
+            let c = coordinator(&brokers[survivor], "failover-group");
+            c > 0 && c != old
+        },
+    );
+    kcat(
+        &brokers[survivor],
+        &["-P", "-t", "grouped", "-X", "acks=all"],
+        Some(&lines(30, 40)),
+    );
+    assert_eq!(
+        consume(&brokers[survivor], 10),
+        want(30, 40),
+        "the new coordinator resumes the group after its commits"
     );
 }

@@ -139,6 +139,53 @@ pub async fn delete_topics(
     results
 }
 
+/// Grows a topic to `count` partitions; the new ones get the replication factor of the first.
+pub async fn create_partitions(
+    shard: &Shard,
+    zk: &ZkHandle,
+    name: &str,
+    count: i32,
+) -> Result<(), TopicError> {
+    let metadata = shard.metadata();
+    let topic = metadata.topic(name).ok_or(TopicError::UnknownTopic)?;
+    let existing = topic.partitions.len();
+    let rf = topic
+        .partitions
+        .first()
+        .map(|p| p.replicas.len())
+        .unwrap_or(1);
+    let live: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id).collect();
+    if rf > live.len() {
+        return Err(TopicError::InvalidReplicationFactor(format!(
+            "Replication factor: {rf} larger than available brokers: {}.",
+            live.len()
+        )));
+    }
+    // Continue the rotation of the existing partitions so leaders stay spread.
+    let replicas = super::assign_replicas(&live, count as usize - existing, rf, existing);
+    let topic_name = name.to_string();
+    let r = zk
+        .call(|reply| Request::AddPartitions {
+            topic: topic_name,
+            existing,
+            replicas,
+            reply,
+        })
+        .await
+        .ok_or_else(unavailable)?;
+    r.map_err(TopicError::Storage)?;
+    let grown = |m: &crate::metadata::ClusterMetadata| {
+        m.topic(name)
+            .filter(|t| t.partitions.len() == count as usize)
+            .map(|_| ())
+    };
+    wait_for(shard, grown).await.ok_or_else(|| {
+        TopicError::Storage(format!(
+            "{name}: new partitions are not in this broker's view yet"
+        ))
+    })
+}
+
 /// A block `[start, end]` of producer ids for this broker alone.
 pub async fn producer_id_block(zk: &ZkHandle) -> Result<(i64, i64), String> {
     zk.call(|reply| Request::ProducerIds { reply })

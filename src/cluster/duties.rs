@@ -5,8 +5,9 @@
 //!   are the ISR.
 //! - A partition whose leader is not alive gets a new leader from its ISR (first in replica
 //!   order) and a new leader epoch; with no live ISR member it goes offline (leader -1), keeping
-//!   its ISR so the last leader can take it back — there is no unclean election. Dead followers
-//!   leave the ISR.
+//!   its ISR so the last leader can take it back — unless the topic sets
+//!   `unclean.leader.election.enable`, when a live out-of-sync replica takes over and what only
+//!   the old ISR had is lost. Dead followers leave the ISR.
 //!
 //! - With `auto.leader.rebalance.enable`, every `leader.imbalance.check.interval.seconds` a
 //!   partition led by another broker than its preferred one (the first replica) moves back to
@@ -44,6 +45,10 @@ pub async fn run(
         if tree.pending_deletions.contains(name) {
             continue;
         }
+        let unclean = topic
+            .configs
+            .get("unclean.leader.election.enable")
+            .is_some_and(|v| v == "true");
         for (&p, zp) in &topic.partitions {
             let next = match &zp.state {
                 None => {
@@ -63,6 +68,11 @@ pub async fn run(
                     continue;
                 }
                 Some((state, version)) => next_state(state, &zp.replicas, controller_epoch, live)
+                    .or_else(|| {
+                        unclean
+                            .then(|| unclean_state(state, &zp.replicas, controller_epoch, live))
+                            .flatten()
+                    })
                     .or_else(|| {
                         restore_preferred
                             .then(|| preferred_state(state, &zp.replicas, controller_epoch, live))
@@ -134,6 +144,27 @@ fn next_state(
         )),
         None => None,
     }
+}
+
+/// An offline partition whose topic allows unclean election: the first live replica leads,
+/// alone in the ISR.
+fn unclean_state(
+    state: &PartitionState,
+    replicas: &[i32],
+    controller_epoch: i32,
+    live: impl Fn(&i32) -> bool,
+) -> Option<PartitionState> {
+    if state.leader >= 0 {
+        return None;
+    }
+    let &leader = replicas.iter().find(|r| live(r))?;
+    tracing::warn!(leader, isr = ?state.isr, "unclean leader election: records only the old ISR had are lost");
+    Some(PartitionState::new(
+        controller_epoch,
+        leader,
+        state.leader_epoch + 1,
+        vec![leader],
+    ))
 }
 
 /// Leadership back to the preferred replica, if it is alive and in sync and does not lead.
@@ -220,6 +251,19 @@ mod tests {
         );
         let back = next_state(&next, &[1, 2, 3], 2, |b: &i32| *b == 2).unwrap();
         assert_eq!((back.leader, back.leader_epoch), (2, 6));
+    }
+
+    #[test]
+    fn unclean_election_only_for_offline_partitions() {
+        let live = |b: &i32| *b == 3;
+        let offline = state(-1, 5, &[1, 2]);
+        let next = unclean_state(&offline, &[1, 2, 3], 2, live).unwrap();
+        assert_eq!((next.leader, next.leader_epoch, next.isr), (3, 6, vec![3]));
+        assert!(unclean_state(&state(1, 5, &[1]), &[1, 2, 3], 2, live).is_none());
+        assert!(
+            unclean_state(&offline, &[1, 2], 2, live).is_none(),
+            "no live replica"
+        );
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub enum Request {
     ProducerIds {
         reply: oneshot::Sender<Result<(i64, i64), String>>,
     },
+    /// Adds partitions (their replica lists, in index order after the existing ones).
+    AddPartitions {
+        topic: String,
+        existing: usize,
+        replicas: Vec<Vec<i32>>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`.
     UpdateIsr {
         topic: String,
@@ -104,6 +111,33 @@ pub async fn mark_for_deletion(client: &Client, name: &str) -> Result<bool, Stri
         Ok(_) | Err(Error::NodeExists) => Ok(true),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Appends partitions to a topic's assignment, conditional on its version and on it still
+/// having `existing` partitions; the controller then gives them leaders.
+pub async fn add_partitions(
+    client: &Client,
+    topic: &str,
+    existing: usize,
+    replicas: Vec<Vec<i32>>,
+) -> Result<(), String> {
+    let path = znodes::topic_path(topic);
+    let (bytes, stat) = client.get_data(&path).await.map_err(|e| e.to_string())?;
+    let mut assignment: TopicAssignment = znodes::decode(&path, &bytes)?;
+    if assignment.partitions.len() != existing {
+        return Err(format!(
+            "{topic} has {} partitions now, not {existing}",
+            assignment.partitions.len()
+        ));
+    }
+    for (i, r) in replicas.into_iter().enumerate() {
+        assignment.partitions.insert((existing + i).to_string(), r);
+    }
+    client
+        .set_data(&path, &znodes::encode(&assignment), Some(stat.version))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Sets the ISR in the partition state by a conditional update, refused unless `leader` still

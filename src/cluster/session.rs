@@ -314,6 +314,16 @@ impl ControlLoop {
                 }
                 let _ = reply.send(results);
             }
+            Request::AddPartitions {
+                topic,
+                existing,
+                replicas,
+                reply,
+            } => {
+                let r = requests::add_partitions(&s.client, &topic, existing, replicas).await;
+                let _ = self.refresh(s).await;
+                let _ = reply.send(r);
+            }
             Request::UpdateIsr {
                 topic,
                 partition,
