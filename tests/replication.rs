@@ -36,6 +36,19 @@ fn leader_of(broker: &Broker, topic: &str) -> i64 {
     leaders(&metadata(broker, Some(topic)), topic)[&0]
 }
 
+/// What `acks_all_producer.py` had acknowledged, as (offset, value); no delivery may have failed.
+fn acknowledged(out: &std::path::Path) -> Vec<(i64, String)> {
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(result["failed"].as_array().unwrap().len(), 0, "{result}");
+    result["acked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a[0].as_i64().unwrap(), a[1].as_str().unwrap().to_string()))
+        .collect()
+}
+
 /// Stops every broker gracefully and returns each one's records of partition 0.
 fn replica_logs(brokers: &mut [Broker], topic: &str) -> Vec<Vec<(i64, String)>> {
     for b in brokers.iter_mut() {
@@ -93,15 +106,7 @@ fn acks_all_survives_the_leaders_death_exactly_once_on_every_replica() {
     brokers[node_index(old_leader)].restart();
     let summary = producer.join().unwrap();
     println!("{summary}");
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(result["failed"].as_array().unwrap().len(), 0, "{result}");
-    let acked: Vec<(i64, String)> = result["acked"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| (a[0].as_i64().unwrap(), a[1].as_str().unwrap().to_string()))
-        .collect();
+    let acked = acknowledged(&out);
     assert_eq!(acked.len(), 4000);
     wait_until(
         Duration::from_secs(30),
@@ -327,15 +332,7 @@ fn random_faults_under_load_lose_nothing_acknowledged_or_seen() {
     println!("{}", producer.join().unwrap());
     std::fs::write(&stop, b"").unwrap();
     println!("{}", consumer.join().unwrap());
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&acked_out).unwrap()).unwrap();
-    assert_eq!(result["failed"].as_array().unwrap().len(), 0, "{result}");
-    let acked: Vec<(i64, String)> = result["acked"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| (a[0].as_i64().unwrap(), a[1].as_str().unwrap().to_string()))
-        .collect();
+    let acked = acknowledged(std::path::Path::new(&acked_out));
     let seen: Vec<(i64, String)> =
         serde_json::from_str::<Vec<(i64, String)>>(&std::fs::read_to_string(&seen_out).unwrap())
             .unwrap();

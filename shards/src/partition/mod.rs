@@ -265,21 +265,12 @@ impl Partition {
 
     /// Waits until the high watermark passes `offset` or `timeout` elapses; true if it did.
     pub async fn wait_for_data(&self, offset: i64, timeout: Duration) -> bool {
-        let wait = async {
-            loop {
-                let seen = self.hw_moved.generation();
-                if self.high_watermark.get() > offset {
-                    return;
-                }
-                self.hw_moved.wait_past(seen).await;
-            }
-        };
-        glommio::timer::timeout(timeout, async {
-            wait.await;
-            Ok(())
-        })
+        wait_until(
+            &self.hw_moved,
+            || self.high_watermark.get() > offset,
+            timeout,
+        )
         .await
-        .is_ok()
     }
 
     /// Periodic duties: flush and checkpoint when due (then the producer snapshot), retention.
@@ -341,6 +332,29 @@ impl Partition {
         self.log.close().await?;
         self.store_producers().await
     }
+}
+
+/// Waits (at most `timeout`) until `done` holds, looking again each time `notify` fires.
+pub(crate) async fn wait_until(
+    notify: &Notify,
+    done: impl Fn() -> bool,
+    timeout: Duration,
+) -> bool {
+    let wait = async {
+        loop {
+            let seen = notify.generation();
+            if done() {
+                return;
+            }
+            notify.wait_past(seen).await;
+        }
+    };
+    glommio::timer::timeout(timeout, async {
+        wait.await;
+        Ok(())
+    })
+    .await
+    .is_ok()
 }
 
 /// The producer snapshot, then every batch header after the offset it covers; and that offset.

@@ -132,21 +132,12 @@ impl Partition {
 
     /// A follower's long poll: waits until the log reaches past `offset`, at most `timeout`.
     pub async fn wait_for_log_end(&self, offset: i64, timeout: std::time::Duration) -> bool {
-        let wait = async {
-            loop {
-                let seen = self.log_grew.generation();
-                if self.log.log_end_offset() > offset {
-                    return;
-                }
-                self.log_grew.wait_past(seen).await;
-            }
-        };
-        glommio::timer::timeout(timeout, async {
-            wait.await;
-            Ok(())
-        })
+        super::wait_until(
+            &self.log_grew,
+            || self.log.log_end_offset() > offset,
+            timeout,
+        )
         .await
-        .is_ok()
     }
 
     /// Reads for a replica, up to the log end (it replicates what is not committed yet), and

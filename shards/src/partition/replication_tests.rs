@@ -72,14 +72,20 @@ async fn open(dir: &Path) -> Rc<Partition> {
     .unwrap()
 }
 
+/// Broker 1 leading in epoch 5, with broker 2 in the ISR.
+async fn leading(dir: &Path) -> Rc<Partition> {
+    let p = open(dir).await;
+    p.set_leader_epoch(5);
+    p.set_role(role(1, vec![1, 2]));
+    p
+}
+
 #[test]
 fn an_acks_all_waiter_fails_when_leadership_moves_and_the_record_is_cut() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t-0");
     run(|| async move {
-        let p = open(&path).await;
-        p.set_leader_epoch(5);
-        p.set_role(role(1, vec![1, 2]));
+        let p = leading(&path).await;
         let info = p.produce(&plain(3, "mine")).await.unwrap();
         assert_eq!(p.high_watermark(), 0);
         let p2 = p.clone();
@@ -108,9 +114,7 @@ fn a_fetch_beyond_the_leaders_end_moves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t-0");
     run(|| async move {
-        let p = open(&path).await;
-        p.set_leader_epoch(5);
-        p.set_role(role(1, vec![1, 2]));
+        let p = leading(&path).await;
         p.produce(&plain(3, "x")).await.unwrap();
         assert!(p.read_for_follower(2, 5, 10, 1 << 20).await.is_err());
         assert_eq!(
@@ -155,9 +159,7 @@ fn a_follower_a_record_behind_under_steady_load_stays_in_sync() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t-0");
     run(|| async move {
-        let p = open(&path).await;
-        p.set_leader_epoch(5);
-        p.set_role(role(1, vec![1, 2]));
+        let p = leading(&path).await;
         for _ in 0..40 {
             let end = p.log().log_end_offset();
             p.produce(&plain(1, "x")).await.unwrap();
