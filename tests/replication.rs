@@ -448,3 +448,89 @@ fn a_groups_commits_survive_its_coordinators_death() {
         "the new coordinator resumes the group after its commits"
     );
 }
+
+/// acks=all sent straight to `broker` for partition 0 of `topic`: the partition's error code.
+fn produce_acks_all(broker: &Broker, topic: &str, value: &str) -> i16 {
+    use bytes::Bytes;
+    use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let batch = build_batch(
+        &[NewRecord {
+            value: Some(Bytes::from(value.to_string())),
+            timestamp_ms: 1,
+            ..Default::default()
+        }],
+        ProducerFields::NONE,
+    );
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch))])]);
+    let mut s = common::wire::connect(broker);
+    let resp: ProduceResponse = common::wire::call(&mut s, ApiKey::Produce, 7, &req);
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// A leader paused past its session timeout is replaced; when it runs again it acknowledges
+/// no acks=all write (it is fenced, then a follower), and it rejoins as a follower.
+#[test]
+fn a_leader_whose_session_expired_acknowledges_nothing() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(
+        &zk,
+        &[
+            "--set",
+            "replica.lag.time.max.ms=2000",
+            "--set",
+            "auto.leader.rebalance.enable=false",
+        ],
+    );
+    create_replicated(&brokers[0], "zombie");
+    let lines: String = (0..50).map(|i| format!("before-{i}\n")).collect();
+    kcat(
+        &brokers[0],
+        &["-P", "-t", "zombie", "-X", "acks=all"],
+        Some(lines.as_bytes()),
+    );
+    let old = leader_of(&brokers[0], "zombie");
+    let l = node_index(old);
+    let survivor = (l + 1) % 3;
+    brokers[l].pause();
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "another leader",
+        || {
+            let now = leader_of(&brokers[survivor], "zombie");
+            now > 0 && now != old
+        },
+    );
+    brokers[l].resume();
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut refused = 0;
+    while Instant::now() < until {
+        let code = produce_acks_all(&brokers[l], "zombie", "zombie-write");
+        assert_ne!(code, 0, "the old leader acknowledged an acks=all write");
+        refused += 1;
+    }
+    println!("{refused} acks=all writes to the old leader refused");
+    wait_until(
+        Duration::from_secs(30),
+        "the old leader back in the ISR",
+        || isr(&metadata(&brokers[survivor], Some("zombie")), "zombie", 0) == [1, 2, 3],
+    );
+    let logs = replica_logs(&mut brokers, "zombie");
+    for (i, log) in logs.iter().enumerate() {
+        assert_eq!(log.len(), 50, "broker {}: {log:?}", i + 1);
+        assert!(
+            log.iter().all(|(_, v)| v.starts_with("before-")),
+            "broker {}",
+            i + 1
+        );
+    }
+}

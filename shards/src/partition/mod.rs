@@ -55,6 +55,10 @@ impl Partition {
         let log = Log::open(dir, options).await?;
         let (producers, snapshot_covers) = load_producers(&log).await?;
         let hw = log.log_end_offset();
+        let replication = replication::Replication::default();
+        replication
+            .stored_high_watermark
+            .set(replication::load_high_watermark(dir).await);
         Ok(Rc::new(Partition {
             topic,
             index,
@@ -64,7 +68,7 @@ impl Partition {
             producers: RefCell::new(producers),
             hw_moved: Notify::new(),
             snapshot_covers: Cell::new(snapshot_covers),
-            replication: Default::default(),
+            replication,
             role_known: Cell::new(false),
             log_grew: Notify::new(),
         }))
@@ -277,6 +281,7 @@ impl Partition {
     pub async fn maintain(&self, checkpoint_interval_ms: i64) -> Result<()> {
         if self.log.flush_if_due(checkpoint_interval_ms).await? {
             self.store_producers().await?;
+            self.store_high_watermark().await?;
         }
         Ok(())
     }
@@ -330,7 +335,8 @@ impl Partition {
     /// Flushes, snapshots and closes the log.
     pub async fn close(&self) -> Result<()> {
         self.log.close().await?;
-        self.store_producers().await
+        self.store_producers().await?;
+        self.store_high_watermark().await
     }
 }
 

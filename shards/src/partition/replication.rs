@@ -56,11 +56,29 @@ impl Progress {
     }
 }
 
+/// The high watermark of a replicated partition, as last stored (Kafka keeps the same in its
+/// `replication-offset-checkpoint`): after a restart consumers see what was committed at once.
+pub(super) const HIGH_WATERMARK_FILE: &str = "high-watermark";
+
 #[derive(Default)]
 pub(super) struct Replication {
     /// `None` until the metadata gives one: the partition then acts as its only replica.
     role: RefCell<Option<Role>>,
     followers: RefCell<HashMap<i32, Progress>>,
+    /// What the high-watermark file holds (read at open, then as last written).
+    pub(super) stored_high_watermark: std::cell::Cell<Option<i64>>,
+}
+
+/// The stored high watermark of the partition in `dir`, if any.
+pub(super) async fn load_high_watermark(dir: &std::path::Path) -> Option<i64> {
+    let file = crate::uring::File::open_read(&dir.join(HIGH_WATERMARK_FILE))
+        .await
+        .ok()?;
+    let bytes = file.read_at(0, 64).await.ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let mut lines = text.lines();
+    (lines.next()? == "0").then_some(())?;
+    lines.next()?.trim().parse().ok()
 }
 
 impl Partition {
@@ -82,9 +100,12 @@ impl Partition {
     /// followers afresh, counting each as caught up from now (Kafka does the same).
     pub fn set_role(&self, role: Role) {
         if !self.role_known.replace(true) && role.replicas.len() > 1 {
-            // What this replica has beyond the log start may not be committed: the
-            // watermark is learned again from the ISR (or from the leader).
-            self.high_watermark.set(self.log.log_start_offset());
+            // What this replica has beyond its stored watermark may not be committed: it
+            // starts there (or at the log start) and learns the rest from the ISR or leader.
+            let start = self.log.log_start_offset();
+            let stored = self.replication.stored_high_watermark.get();
+            let hw = stored.map_or(start, |h| h.clamp(start, self.log.log_end_offset()));
+            self.high_watermark.set(hw);
         }
         let was_leader = self
             .replication
@@ -187,6 +208,24 @@ impl Partition {
             hw
         };
         self.advance_high_watermark(hw);
+    }
+
+    /// Stores the high watermark of a replicated partition when it has moved (with each
+    /// checkpoint and at close).
+    pub(super) async fn store_high_watermark(&self) -> crate::error::Result<()> {
+        if self.role().replicas.len() < 2 {
+            return Ok(());
+        }
+        let hw = self.high_watermark.get();
+        if self.replication.stored_high_watermark.get() == Some(hw) {
+            return Ok(());
+        }
+        let path = self.log.dir().join(HIGH_WATERMARK_FILE);
+        crate::uring::write_atomically(&path, format!("0\n{hw}\n").into_bytes())
+            .await
+            .map_err(|e| crate::error::Error::io("write high watermark", &path, e))?;
+        self.replication.stored_high_watermark.set(Some(hw));
+        Ok(())
     }
 
     /// A follower cuts its log at `offset` (KIP-101: what the leader's log does not have).

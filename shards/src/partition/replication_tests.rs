@@ -173,3 +173,24 @@ fn a_follower_a_record_behind_under_steady_load_stays_in_sync() {
         assert_eq!(p.wanted_isr(200), Some(vec![1]));
     });
 }
+
+#[test]
+fn a_stored_high_watermark_is_where_a_restarted_replica_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    run(|| async move {
+        let p = leading(&path).await;
+        p.produce(&plain(5, "x")).await.unwrap();
+        p.read_for_follower(2, 5, 3, 1 << 20).await.unwrap();
+        assert_eq!(p.high_watermark(), 3);
+        p.close().await.unwrap();
+        let p = leading(&path).await;
+        assert_eq!(
+            p.high_watermark(),
+            3,
+            "committed records readable after the restart"
+        );
+        assert_eq!(p.log().log_end_offset(), 5);
+        p.close().await.unwrap();
+    });
+}
