@@ -20,6 +20,42 @@ pub struct Cli {
 pub enum Command {
     /// Run the broker until SIGTERM or SIGINT.
     Serve(ServeArgs),
+    /// Check this host against what a broker needs (nothing is changed).
+    Tune(TuneArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TuneArgs {
+    /// Report each setting with its current and recommended value.
+    #[arg(long, required = true)]
+    pub check: bool,
+    /// The shards the broker would run (default: every online core).
+    #[arg(long, value_name = "N")]
+    pub cores: Option<usize>,
+    /// The data directory whose disk is checked.
+    #[arg(long, value_name = "DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+}
+
+impl TuneArgs {
+    /// The cores shards would run on, and the directory to check (its nearest existing parent).
+    pub fn resolve(&self) -> (Vec<usize>, PathBuf) {
+        let mut cores = online_cpus();
+        if let Some(n) = self.cores {
+            cores.truncate(n.max(1));
+        }
+        let mut dir = self.data_dir.clone();
+        while !dir.exists() {
+            match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => dir = p.to_path_buf(),
+                _ => {
+                    dir = PathBuf::from(".");
+                    break;
+                }
+            }
+        }
+        (cores, dir)
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]

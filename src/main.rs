@@ -10,6 +10,7 @@ mod metadata;
 mod protocol;
 mod replication;
 mod server;
+mod tune;
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -32,6 +33,14 @@ fn init_logging(level: Option<&str>) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Tune(args) => {
+            let (cores, dir) = args.resolve();
+            if tune::check(&cores, &dir) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
         Command::Serve(args) => {
             init_logging(args.log_level.as_deref());
             let config = match args.resolve() {

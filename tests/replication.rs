@@ -318,7 +318,7 @@ fn random_faults_under_load_lose_nothing_acknowledged_or_seen() {
             faults.push(format!("pause broker {}", victim + 1));
         }
         // Back to three in-sync replicas before the next fault: one fault at a time.
-        wait_until(Duration::from_secs(30), "the ISR whole again", || {
+        wait_until(Duration::from_secs(60), "the ISR whole again", || {
             brokers
                 .iter()
                 .any(|b| isr(&metadata(b, Some("chaos")), "chaos", 0) == [1, 2, 3])

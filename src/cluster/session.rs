@@ -16,7 +16,7 @@ use super::znodes::{self, BrokerRegistration, ControllerRegistration};
 use super::{duties, ZkHandle};
 use crate::metadata::{cluster_id_string, random_id, ClusterMetadata};
 use futures::channel::mpsc;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use smol::Timer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -218,11 +218,22 @@ impl ControlLoop {
                     return SessionEnd::Expired
                 }
                 Wake::Changed(_) => {
-                    // Let a burst of changes settle, then read once.
+                    // Let a burst of changes settle, then read once for all of them.
                     Timer::after(DEBOUNCE).await;
+                    while let Some(event) = s.watcher.changed().now_or_never() {
+                        if event.session_state.is_terminated() {
+                            return SessionEnd::Expired;
+                        }
+                    }
                 }
                 Wake::Request(None) => return SessionEnd::Stopped,
-                Wake::Request(Some(r)) => self.handle(&mut s, r).await,
+                Wake::Request(Some(r)) => {
+                    // Every request already queued is served before the next read of the tree.
+                    self.handle(&mut s, r).await;
+                    while let Ok(r) = self.requests.try_recv() {
+                        self.handle(&mut s, r).await;
+                    }
+                }
                 Wake::Session(state) if state.is_terminated() => return SessionEnd::Expired,
                 Wake::Session(SessionState::Disconnected) => {
                     tracing::warn!("ZooKeeper unreachable: serving with the last view, no changes");
@@ -320,8 +331,9 @@ impl ControlLoop {
                 replicas,
                 reply,
             } => {
+                // The watch brings the change back as a new view; no re-read here, so a burst
+                // of requests does not read the whole tree once each.
                 let r = requests::add_partitions(&s.client, &topic, existing, replicas).await;
-                let _ = self.refresh(s).await;
                 let _ = reply.send(r);
             }
             Request::UpdateIsr {
@@ -334,7 +346,6 @@ impl ControlLoop {
                 let node = self.options.node_id;
                 let r = requests::update_isr(&s.client, node, &topic, partition, leader_epoch, isr)
                     .await;
-                let _ = self.refresh(s).await;
                 let _ = reply.send(r);
             }
             Request::ProducerIds { reply } => {
