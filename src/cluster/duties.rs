@@ -17,8 +17,9 @@
 //! moved first, and the next pass reads again.
 
 use super::view::ZkTree;
+use super::zk::{create_if_missing, delete_if_present, persistent};
 use super::znodes::{self, PartitionState};
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::{Client, Error};
 
 /// What one pass changed.
 #[derive(Debug, Default)]
@@ -185,27 +186,9 @@ fn preferred_state(
     })
 }
 
-fn persistent() -> zookeeper_client::CreateOptions<'static> {
-    CreateMode::Persistent.with_acls(Acls::anyone_all())
-}
-
-async fn create_if_missing(client: &Client, path: &str) -> Result<(), Error> {
-    match client.create(path, b"", &persistent()).await {
-        Ok(_) | Err(Error::NodeExists) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 async fn create_parents(client: &Client, topic: &str, p: i32) -> Result<(), Error> {
-    create_if_missing(client, &znodes::partitions_path(topic)).await?;
-    create_if_missing(client, &znodes::partition_path(topic, p)).await
-}
-
-async fn delete_if_present(client: &Client, path: &str) -> Result<(), Error> {
-    match client.delete(path, None).await {
-        Ok(()) | Err(Error::NoNode) => Ok(()),
-        Err(e) => Err(e),
-    }
+    create_if_missing(client, &znodes::partitions_path(topic), b"").await?;
+    create_if_missing(client, &znodes::partition_path(topic, p), b"").await
 }
 
 async fn delete_topic(client: &Client, tree: &ZkTree, name: &str) -> Result<(), Error> {

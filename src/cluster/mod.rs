@@ -16,6 +16,7 @@ mod duties;
 mod requests;
 mod session;
 mod view;
+mod zk;
 pub mod znodes;
 
 pub use requests::Request;

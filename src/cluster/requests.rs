@@ -6,10 +6,11 @@
 //! from `/latest_producer_id_block` by conditional update, so no id is handed out twice in the
 //! cluster.
 
+use super::zk::persistent;
 use super::znodes::{self, ProducerIdBlock, TopicAssignment, TopicConfig};
 use futures::channel::oneshot;
 use std::collections::BTreeMap;
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::{Client, Error};
 
 /// Producer ids per block, as Kafka's `ProducerIdManager`.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
@@ -60,10 +61,6 @@ pub enum Request {
         isr: Vec<i32>,
         reply: oneshot::Sender<Result<(), String>>,
     },
-}
-
-fn persistent() -> zookeeper_client::CreateOptions<'static> {
-    CreateMode::Persistent.with_acls(Acls::anyone_all())
 }
 
 pub async fn create_topic(client: &Client, t: &PlannedTopic) -> CreateOutcome {

@@ -13,7 +13,7 @@
 use super::requests::{self, CreateOutcome, Request};
 use super::view::{self, ZkTree};
 use super::znodes::{self, BrokerRegistration, ControllerRegistration};
-use super::{duties, ZkHandle};
+use super::{duties, zk, ZkHandle};
 use crate::metadata::{cluster_id_string, random_id, ClusterMetadata};
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
@@ -21,8 +21,7 @@ use smol::Timer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zookeeper_client::{
-    Acls, AddWatchMode, Client, CreateMode, Error, PersistentWatcher, SessionState, StateWatcher,
-    WatchedEvent,
+    AddWatchMode, Client, Error, PersistentWatcher, SessionState, StateWatcher, WatchedEvent,
 };
 
 /// How long the first registration and view may take before start-up fails.
@@ -150,13 +149,13 @@ impl ControlLoop {
             .connect(&o.connect)
             .await?;
         for path in znodes::PARENTS {
-            create_persistent(&client, path, b"").await?;
+            zk::create_if_missing(&client, path, b"").await?;
         }
         let id = znodes::encode(&znodes::ClusterId {
             version: "1".into(),
             id: cluster_id_string(&random_id()),
         });
-        create_persistent(&client, znodes::CLUSTER_ID, &id).await?;
+        zk::create_if_missing(&client, znodes::CLUSTER_ID, &id).await?;
         self.register(&client).await?;
         let watcher = client.watch("/", AddWatchMode::PersistentRecursive).await?;
         let state = client.state_watcher();
@@ -175,7 +174,7 @@ impl ControlLoop {
         let o = &self.options;
         let path = znodes::broker_path(o.node_id);
         let data = znodes::encode(&BrokerRegistration::new(&o.host, o.port));
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let ephemeral = zk::ephemeral();
         let deadline = Instant::now() + o.session_timeout * 2;
         loop {
             match client.create(&path, &data, &ephemeral).await {
@@ -370,20 +369,6 @@ enum SessionEnd {
     Stopped,
 }
 
-async fn create_persistent(client: &Client, path: &str, data: &[u8]) -> Result<(), Error> {
-    match client
-        .create(
-            path,
-            data,
-            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-        )
-        .await
-    {
-        Ok(_) | Err(Error::NodeExists) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 /// Becomes controller if `/controller` is free; returns our controller epoch while we hold it.
 async fn elect(client: &Client, node: i32, held: Option<i32>) -> Result<Option<i32>, Error> {
     match client.get_data(znodes::CONTROLLER).await {
@@ -395,7 +380,7 @@ async fn elect(client: &Client, node: i32, held: Option<i32>) -> Result<Option<i
         }
         Err(Error::NoNode) => {
             let data = znodes::encode(&ControllerRegistration::new(node));
-            let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+            let ephemeral = zk::ephemeral();
             match client.create(znodes::CONTROLLER, &data, &ephemeral).await {
                 Ok(_) => {
                     let epoch = bump_controller_epoch(client).await?;
@@ -434,11 +419,7 @@ async fn bump_controller_epoch(client: &Client) -> Result<i32, Error> {
             }
             Err(Error::NoNode) => {
                 match client
-                    .create(
-                        znodes::CONTROLLER_EPOCH,
-                        b"1",
-                        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-                    )
+                    .create(znodes::CONTROLLER_EPOCH, b"1", &zk::persistent())
                     .await
                 {
                     Ok(_) => return Ok(1),

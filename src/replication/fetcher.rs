@@ -62,6 +62,18 @@ fn key(p: &Partition) -> Key {
     (p.topic().clone(), p.index())
 }
 
+/// Request entries grouped by topic, in first-seen order (a request lists each topic once).
+fn by_topic<E>(entries: impl IntoIterator<Item = (Arc<str>, E)>) -> Vec<(Arc<str>, Vec<E>)> {
+    let mut out: Vec<(Arc<str>, Vec<E>)> = Vec::new();
+    for (topic, entry) in entries {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, list)) => list.push(entry),
+            None => out.push((topic, vec![entry])),
+        }
+    }
+    out
+}
+
 fn topic_name(t: &str) -> TopicName {
     TopicName(StrBytes::from_string(t.to_string()))
 }
@@ -118,7 +130,7 @@ async fn truncate_diverged(
     if unchecked.is_empty() {
         return Ok(());
     }
-    let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
+    let mut entries = Vec::new();
     let mut asked: HashMap<Key, i32> = HashMap::new();
     for p in &unchecked {
         let Some(latest) = p.log().leader_epochs().last().map(|e| e.epoch) else {
@@ -131,18 +143,16 @@ async fn truncate_diverged(
             .with_partition(p.index())
             .with_current_leader_epoch(p.leader_epoch())
             .with_leader_epoch(latest);
-        match topics
-            .iter_mut()
-            .find(|t| t.topic.0.as_str() == &**p.topic())
-        {
-            Some(t) => t.partitions.push(entry),
-            None => topics.push(
-                OffsetForLeaderTopic::default()
-                    .with_topic(topic_name(p.topic()))
-                    .with_partitions(vec![entry]),
-            ),
-        }
+        entries.push((p.topic().clone(), entry));
     }
+    let topics: Vec<OffsetForLeaderTopic> = by_topic(entries)
+        .into_iter()
+        .map(|(t, partitions)| {
+            OffsetForLeaderTopic::default()
+                .with_topic(topic_name(&t))
+                .with_partitions(partitions)
+        })
+        .collect();
     if topics.is_empty() {
         return Ok(());
     }
@@ -213,11 +223,10 @@ async fn fetch_once(
         glommio::timer::sleep(BACKOFF).await;
         return Ok(());
     }
-    let mut topics: Vec<FetchTopic> = Vec::new();
     // What each partition was asked in: an answer that comes after a leadership change is
     // for another term and is dropped.
     let asked_in: HashMap<Key, i32> = ready.iter().map(|p| (key(p), p.leader_epoch())).collect();
-    for p in &ready {
+    let entries = ready.iter().map(|p| {
         let entry = FetchPartition::default()
             .with_partition(p.index())
             .with_current_leader_epoch(p.leader_epoch())
@@ -225,18 +234,16 @@ async fn fetch_once(
             .with_last_fetched_epoch(-1)
             .with_log_start_offset(p.log().log_start_offset())
             .with_partition_max_bytes(PARTITION_MAX_BYTES);
-        match topics
-            .iter_mut()
-            .find(|t| t.topic.0.as_str() == &**p.topic())
-        {
-            Some(t) => t.partitions.push(entry),
-            None => topics.push(
-                FetchTopic::default()
-                    .with_topic(topic_name(p.topic()))
-                    .with_partitions(vec![entry]),
-            ),
-        }
-    }
+        (p.topic().clone(), entry)
+    });
+    let topics: Vec<FetchTopic> = by_topic(entries)
+        .into_iter()
+        .map(|(t, partitions)| {
+            FetchTopic::default()
+                .with_topic(topic_name(&t))
+                .with_partitions(partitions)
+        })
+        .collect();
     let req = FetchRequest::default()
         .with_replica_id(BrokerId(node))
         .with_max_wait_ms(FETCH_WAIT_MS)
@@ -257,7 +264,7 @@ async fn fetch_once(
                 continue;
             };
             let same_term = asked_in.get(&key(p)) == Some(&p.leader_epoch())
-                && p.role().leader == f.leader
+                && p.leader() == f.leader
                 && !f.stopped.get();
             if !same_term {
                 continue;

@@ -229,28 +229,20 @@ impl Partition {
     /// `epoch`; false after `timeout`. Losing the leadership (or a new epoch) meanwhile is
     /// `NotLeader`: the record may have been cut by the new leader, so it is not acknowledged.
     pub async fn wait_committed(&self, offset: i64, epoch: i32, timeout: Duration) -> Result<bool> {
-        let wait = async {
-            loop {
-                let seen = self.hw_moved.generation();
-                if !self.leads() || self.leader_epoch.get() != epoch {
-                    return Err(Error::NotLeader(self.log.dir().to_path_buf()));
-                }
-                if self.high_watermark.get() > offset {
-                    return Ok(());
-                }
-                self.hw_moved.wait_past(seen).await;
-            }
-        };
-        let mut outcome = None;
-        let timed = glommio::timer::timeout(timeout, async {
-            outcome = Some(wait.await);
-            Ok(())
-        })
+        let deposed = || !self.leads() || self.leader_epoch.get() != epoch;
+        let woke = wait_until(
+            &self.hw_moved,
+            || deposed() || self.high_watermark.get() > offset,
+            timeout,
+        )
         .await;
-        match (timed, outcome) {
-            (Ok(()), Some(r)) => r.map(|()| true),
-            _ => Ok(false),
+        if !woke {
+            return Ok(false);
         }
+        if deposed() {
+            return Err(Error::NotLeader(self.log.dir().to_path_buf()));
+        }
+        Ok(true)
     }
 
     fn advance_high_watermark(&self, to: i64) {

@@ -92,6 +92,15 @@ impl Partition {
             .is_none_or(Role::is_leader)
     }
 
+    /// The leader the metadata names (-1 without a role).
+    pub fn leader(&self) -> i32 {
+        self.replication
+            .role
+            .borrow()
+            .as_ref()
+            .map_or(-1, |r| r.leader)
+    }
+
     pub fn role(&self) -> Role {
         self.replication.role.borrow().clone().unwrap_or_default()
     }
@@ -173,8 +182,10 @@ impl Partition {
         offset: i64,
         max_bytes: usize,
     ) -> crate::error::Result<crate::log::ReadResult> {
-        let role = self.role();
-        if !role.is_leader() || follower == role.node_id || !role.replicas.contains(&follower) {
+        let counted = self.replication.role.borrow().as_ref().is_some_and(|role| {
+            role.is_leader() && follower != role.node_id && role.replicas.contains(&follower)
+        });
+        if !counted {
             return self.fetch(offset, max_bytes).await;
         }
         if current_leader_epoch >= 0 && current_leader_epoch != self.leader_epoch.get() {

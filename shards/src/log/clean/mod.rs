@@ -228,7 +228,8 @@ async fn run_pass(
         tombstone_horizon: plan.tombstone_horizon,
     };
     let to_clean = &plan.sources[..mapped];
-    for run in runs(to_clean, config.segment_bytes) {
+    let runs: Vec<&[SourceSegment]> = runs(to_clean, config.segment_bytes).collect();
+    for &run in &runs {
         let Some((segment, counts)) = rewrite::rewrite_run(
             &inner.dir,
             run,
@@ -265,8 +266,7 @@ async fn run_pass(
         .await
         .map_err(|e| Error::io("write cleaner checkpoint", &inner.dir, e))?;
     outcome.first_dirty = map_end;
-    outcome.segments_after =
-        plan.sources.len() - to_clean.len() + runs(to_clean, config.segment_bytes).count();
+    outcome.segments_after = plan.sources.len() - to_clean.len() + runs.len();
     tracing::info!(log = %inner.dir.display(), ?outcome, "cleaned");
     Ok(Some(outcome))
 }
