@@ -85,6 +85,12 @@ pub struct ServeArgs {
     /// Log level or filter (`info`, `debug`, `ferrite=debug`); RUST_LOG also works.
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// Log lines as `text` (human) or `json` (one object per line, for log pipelines).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+    /// Prometheus endpoint (`GET /metrics`); port 0 picks a free one, `off` turns it off.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9644")]
+    pub metrics: String,
     /// A broker setting by its Kafka name, over the tuning file (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub settings: Vec<String>,
@@ -192,6 +198,10 @@ impl ServeArgs {
             cores,
             node_id: self.node_id,
             zookeeper: self.zookeeper.clone(),
+            metrics: match self.metrics.as_str() {
+                "off" => None,
+                addr => Some(resolve_addr("--metrics", addr)?),
+            },
             broker,
         })
     }

@@ -7,6 +7,7 @@ mod controller;
 mod groups;
 mod handlers;
 mod metadata;
+mod metrics;
 mod protocol;
 mod replication;
 mod server;
@@ -16,18 +17,29 @@ use clap::Parser;
 use cli::{Cli, Command};
 use std::process::ExitCode;
 
-fn init_logging(level: Option<&str>) {
+/// One line per event on stderr, with the spans it happened in: `shard`, then `conn` (the
+/// client's address), then `request` (API, version, correlation id, client id).
+fn init_logging(level: Option<&str>, format: &str) {
     let filter = match level {
         Some(l) => tracing_subscriber::EnvFilter::new(l),
         None => tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
     };
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_thread_names(true)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .init();
+    } else {
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }
 
 fn main() -> ExitCode {
@@ -42,7 +54,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => {
-            init_logging(args.log_level.as_deref());
+            init_logging(args.log_level.as_deref(), &args.log_format);
             let config = match args.resolve() {
                 Ok(c) => c,
                 Err(e) => {

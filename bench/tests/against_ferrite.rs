@@ -40,7 +40,16 @@ impl Broker {
             .port();
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(ferrite_binary())
-            .args(["serve", "--listen", &addr, "--cores", "2", "--data-dir"])
+            .args([
+                "serve",
+                "--listen",
+                &addr,
+                "--cores",
+                "2",
+                "--metrics",
+                "off",
+            ])
+            .arg("--data-dir")
             .arg(dir.path().join("data"))
             .args(extra)
             .stdout(Stdio::null())

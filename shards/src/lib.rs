@@ -18,6 +18,7 @@ pub mod log;
 pub mod partition;
 pub mod placement;
 pub mod router;
+pub mod stats;
 pub mod sync;
 pub mod types;
 pub mod uring;

@@ -36,6 +36,8 @@ pub struct BrokerConfig {
     pub cores: Vec<usize>,
     pub node_id: i32,
     pub zookeeper: Option<String>,
+    /// Where the Prometheus endpoint listens; `None` when turned off.
+    pub metrics: Option<SocketAddr>,
     /// Per-shard settings, indexed by shard.
     pub shards: Vec<ShardSettings>,
     pub broker: BrokerSettings,

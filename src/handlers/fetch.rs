@@ -11,7 +11,7 @@ use super::{Request, Response};
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
 use crate::server::shard::Shard;
 use ferrite_shards::log::Chunk;
-use kafka_protocol::messages::FetchRequest;
+use kafka_protocol::messages::{ApiKey, FetchRequest};
 use std::time::{Duration, Instant};
 
 /// Longest wait a fetch may ask for; longer asks are cut to it.
@@ -77,7 +77,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         let any_error = fetched.iter().flatten().any(|f| f.error != errors::NONE);
         let now = Instant::now();
         if bytes >= min_bytes || any_error || now >= deadline || shard.is_shutting_down() {
-            return encode(req, wanted, fetched);
+            return encode(shard, req, wanted, fetched);
         }
         // Bounded here too: the wait runs on other shards, which may be stopping.
         let left = deadline - now;
@@ -188,7 +188,19 @@ async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reade
     let _ = futures::future::select_all(waits).await;
 }
 
-fn encode(req: &Request, wanted: Vec<Wanted>, fetched: Vec<Vec<Fetched>>) -> Response {
+fn encode(
+    shard: &Shard,
+    req: &Request,
+    wanted: Vec<Wanted>,
+    fetched: Vec<Vec<Fetched>>,
+) -> Response {
+    let metrics = &shard.metrics;
+    for (w, fs) in wanted.iter().zip(&fetched) {
+        for (&(index, _, _, _), f) in w.partitions.iter().zip(fs) {
+            metrics.error(ApiKey::Fetch, f.error);
+            metrics.fetched(&w.topic, index, f.bytes);
+        }
+    }
     let topics = wanted
         .into_iter()
         .zip(fetched)

@@ -37,6 +37,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use std::rc::Rc;
+use std::time::Instant;
 
 /// What goes back on the connection.
 pub enum Response {
@@ -108,8 +109,19 @@ impl Request {
     }
 }
 
-/// Decodes and serves one request frame.
-pub async fn handle(shard: Rc<Shard>, mut frame: Bytes, client_host: Rc<str>) -> Response {
+/// Decodes and serves one request frame, and counts it in the shard's metrics.
+pub async fn handle(shard: Rc<Shard>, frame: Bytes, client_host: Rc<str>) -> Response {
+    let started = Instant::now();
+    let api_key = protocol::peek_header(&frame).map(|p| p.api_key);
+    let response = dispatch(&shard, frame, client_host).await;
+    let refused = matches!(response, Response::Close(_));
+    shard
+        .metrics
+        .request_done(api_key, started.elapsed(), refused);
+    response
+}
+
+async fn dispatch(shard: &Rc<Shard>, mut frame: Bytes, client_host: Rc<str>) -> Response {
     let Some(peek) = protocol::peek_header(&frame) else {
         return Response::Close(format!(
             "a {}-byte frame is too short for a request header",
@@ -141,29 +153,34 @@ pub async fn handle(shard: Rc<Shard>, mut frame: Bytes, client_host: Rc<str>) ->
         client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
         client_host,
     };
+    let span = tracing::info_span!("request", api = ?api_key, v = version, corr = req.correlation_id, client = %req.client_id);
+    tracing::Instrument::instrument(serve(shard, &req, body), span).await
+}
+
+async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response {
     match body {
-        RequestKind::Produce(r) => produce::handle(&shard, &req, r).await,
-        RequestKind::Fetch(r) => fetch::handle(&shard, &req, r).await,
-        RequestKind::ListOffsets(r) => list_offsets::handle(&shard, &req, r).await,
-        RequestKind::Metadata(r) => metadata::handle(&shard, &req, r).await,
-        RequestKind::FindCoordinator(r) => find_coordinator::handle(&shard, &req, r).await,
-        RequestKind::JoinGroup(r) => join_group::handle(&shard, &req, r).await,
-        RequestKind::SyncGroup(r) => sync_group::handle(&shard, &req, r).await,
-        RequestKind::Heartbeat(r) => heartbeat::handle(&shard, &req, r).await,
-        RequestKind::LeaveGroup(r) => leave_group::handle(&shard, &req, r).await,
-        RequestKind::OffsetCommit(r) => offset_commit::handle(&shard, &req, r).await,
-        RequestKind::OffsetFetch(r) => offset_fetch::handle(&shard, &req, r).await,
-        RequestKind::ListGroups(r) => list_groups::handle(&shard, &req, r).await,
-        RequestKind::DescribeGroups(r) => describe_groups::handle(&shard, &req, r).await,
-        RequestKind::DeleteGroups(r) => delete_groups::handle(&shard, &req, r).await,
-        RequestKind::ApiVersions(r) => api_versions::handle(&req, r),
-        RequestKind::CreateTopics(r) => create_topics::handle(&shard, &req, r).await,
-        RequestKind::DeleteTopics(r) => delete_topics::handle(&shard, &req, r).await,
-        RequestKind::InitProducerId(r) => init_producer_id::handle(&shard, &req, r).await,
-        RequestKind::DescribeConfigs(r) => describe_configs::handle(&shard, &req, r),
-        RequestKind::CreatePartitions(r) => create_partitions::handle(&shard, &req, r).await,
+        RequestKind::Produce(r) => produce::handle(shard, req, r).await,
+        RequestKind::Fetch(r) => fetch::handle(shard, req, r).await,
+        RequestKind::ListOffsets(r) => list_offsets::handle(shard, req, r).await,
+        RequestKind::Metadata(r) => metadata::handle(shard, req, r).await,
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(shard, req, r).await,
+        RequestKind::JoinGroup(r) => join_group::handle(shard, req, r).await,
+        RequestKind::SyncGroup(r) => sync_group::handle(shard, req, r).await,
+        RequestKind::Heartbeat(r) => heartbeat::handle(shard, req, r).await,
+        RequestKind::LeaveGroup(r) => leave_group::handle(shard, req, r).await,
+        RequestKind::OffsetCommit(r) => offset_commit::handle(shard, req, r).await,
+        RequestKind::OffsetFetch(r) => offset_fetch::handle(shard, req, r).await,
+        RequestKind::ListGroups(r) => list_groups::handle(shard, req, r).await,
+        RequestKind::DescribeGroups(r) => describe_groups::handle(shard, req, r).await,
+        RequestKind::DeleteGroups(r) => delete_groups::handle(shard, req, r).await,
+        RequestKind::ApiVersions(r) => api_versions::handle(req, r),
+        RequestKind::CreateTopics(r) => create_topics::handle(shard, req, r).await,
+        RequestKind::DeleteTopics(r) => delete_topics::handle(shard, req, r).await,
+        RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
+        RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
+        RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => {
-            offset_for_leader_epoch::handle(&shard, &req, r).await
+            offset_for_leader_epoch::handle(shard, req, r).await
         }
         other => Response::Close(format!("{other:?} is decoded but has no handler")),
     }

@@ -79,8 +79,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
         }
         layout.push((topic.name, indexes));
     }
-    let mut outcomes: std::vec::IntoIter<Outcome> =
-        futures::future::join_all(calls).await.into_iter();
+    let outcomes: Vec<Outcome> = futures::future::join_all(calls).await;
+    for (code, _) in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        shard.metrics.error(ApiKey::Produce, *code);
+    }
+    let mut outcomes = outcomes.into_iter();
     if acks == 0 {
         return Response::Nothing;
     }

@@ -85,6 +85,8 @@ pub fn serve(config: BrokerConfig, cluster: Option<cluster::Started>) -> anyhow:
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{i}"))
             .spawn(move || async move {
+                // Every event on this thread belongs to this shard.
+                let _shard_span = tracing::info_span!("shard", id = i).entered();
                 let start = ShardStart {
                     endpoints: ep,
                     config,
@@ -196,6 +198,23 @@ async fn run_shard(
             return;
         }
     };
+    if id == ShardId(0) {
+        if let Some(addr) = config.metrics {
+            match TcpListener::bind(addr) {
+                Ok(l) => {
+                    let bound = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                    tracing::info!(addr = %bound, "metrics endpoint listening");
+                    glommio::spawn_local(crate::metrics::endpoint::serve(shard.clone(), l))
+                        .detach();
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(format!("metrics endpoint on {addr}: {e}")));
+                    shard.close_partitions().await;
+                    return;
+                }
+            }
+        }
+    }
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     glommio::spawn_local(maintenance_loop(shard.clone())).detach();
     cleaner::start(&shard);
@@ -272,11 +291,19 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
             .set(stats.connections_accepted.get() + 1);
         stats.connections_open.set(stats.connections_open.get() + 1);
         let shard = shard.clone();
-        glommio::spawn_local(async move {
-            connection::serve(shard.clone(), stream).await;
-            let open = &shard.stats.connections_open;
-            open.set(open.get() - 1);
-        })
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let span = tracing::info_span!("conn", %peer);
+        glommio::spawn_local(tracing::Instrument::instrument(
+            async move {
+                connection::serve(shard.clone(), stream).await;
+                let open = &shard.stats.connections_open;
+                open.set(open.get() - 1);
+            },
+            span,
+        ))
         .detach();
     }
 }

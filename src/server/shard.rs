@@ -10,6 +10,7 @@ use crate::config::BrokerConfig;
 use crate::controller::Controller;
 use crate::groups::{self, Coordinator};
 use crate::metadata::{ClusterMetadata, PartitionInfo, CONSUMER_OFFSETS_TOPIC};
+use crate::metrics::ShardMetrics;
 use ferrite_shards::log::{BatchCache, LogOptions};
 use ferrite_shards::partition::replication::Role;
 use ferrite_shards::partition::Partition;
@@ -53,6 +54,8 @@ pub struct Shard {
     pub cluster: Option<ZkHandle>,
     reconcile_lock: glommio::sync::Semaphore,
     pub stats: ShardStats,
+    /// Requests by API, errors, latencies: what the metrics endpoint reports.
+    pub metrics: ShardMetrics,
     shutting_down: Cell<bool>,
     pub shutdown_started: Notify,
 }
@@ -79,6 +82,7 @@ impl Shard {
             groups: Rc::new(Coordinator::new(groups::config_of(&config))),
             reconcile_lock: glommio::sync::Semaphore::new(1),
             stats: ShardStats::default(),
+            metrics: ShardMetrics::default(),
             shutting_down: Cell::new(false),
             shutdown_started: Notify::new(),
             config,
@@ -93,6 +97,11 @@ impl Shard {
 
     pub fn router(&self) -> &Router<Shard> {
         self.router.get().expect("router connected before serving")
+    }
+
+    /// The cache of recent batches (direct I/O only).
+    pub fn batch_cache(&self) -> Option<&BatchCache> {
+        self.cache.as_deref()
     }
 
     pub fn metadata(&self) -> Arc<ClusterMetadata> {

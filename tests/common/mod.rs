@@ -29,6 +29,8 @@ pub struct Broker {
     child: Option<Child>,
     pub addr: String,
     pub port: u16,
+    /// The Prometheus endpoint (`--metrics`), on its own free port.
+    pub metrics_addr: String,
     pub data_dir: PathBuf,
     log_path: PathBuf,
     extra_args: Vec<String>,
@@ -51,6 +53,7 @@ impl Broker {
             child: None,
             addr: format!("127.0.0.1:{port}"),
             port,
+            metrics_addr: format!("127.0.0.1:{}", free_port()),
             data_dir: data_dir.to_path_buf(),
             log_path,
             extra_args: args.iter().map(|s| s.to_string()).collect(),
@@ -75,6 +78,9 @@ impl Broker {
             .arg(&self.data_dir);
         if !self.extra_args.iter().any(|a| a == "--cores") {
             cmd.args(["--cores", "2"]);
+        }
+        if !self.extra_args.iter().any(|a| a == "--metrics") {
+            cmd.args(["--metrics", &self.metrics_addr]);
         }
         cmd.args(&self.extra_args)
             .stdin(Stdio::null())

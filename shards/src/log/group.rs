@@ -267,6 +267,10 @@ fn record(inner: &Rc<LogInner>, placed: &[Placed]) {
         .set(stats.appended_batches.get() + placed.len() as u64);
     let bytes: u64 = placed.iter().map(|p| p.header.total_bytes() as u64).sum();
     stats.appended_bytes.set(stats.appended_bytes.get() + bytes);
+    let records: u64 = placed.iter().map(|p| p.header.record_count as u64).sum();
+    stats
+        .appended_records
+        .set(stats.appended_records.get() + records);
     if epochs_changed {
         let inner = inner.clone();
         glommio::spawn_local(async move {

@@ -76,6 +76,7 @@ pub struct LogOptions {
 #[derive(Default, Debug)]
 pub struct LogStats {
     pub appended_batches: Cell<u64>,
+    pub appended_records: Cell<u64>,
     pub appended_bytes: Cell<u64>,
     pub fdatasyncs: Cell<u64>,
     pub fdatasync_micros: Cell<u64>,

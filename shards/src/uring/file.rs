@@ -140,13 +140,19 @@ impl File {
         let entry = opcode::Fsync::new(types::Fd(self.as_raw_fd()))
             .flags(types::FsyncFlags::DATASYNC)
             .build();
-        let (res, _file) = Ring::current().run(entry, self.clone()).await;
-        check(res).map(drop)
+        self.timed_sync(entry).await
     }
 
     pub async fn fsync(&self) -> io::Result<()> {
         let entry = opcode::Fsync::new(types::Fd(self.as_raw_fd())).build();
+        self.timed_sync(entry).await
+    }
+
+    /// Runs an fsync-like entry and records its latency in the shard's histogram.
+    async fn timed_sync(&self, entry: io_uring::squeue::Entry) -> io::Result<()> {
+        let started = std::time::Instant::now();
         let (res, _file) = Ring::current().run(entry, self.clone()).await;
+        crate::stats::with_shard_io(|io| io.syncs.observe(started.elapsed()));
         check(res).map(drop)
     }
 

@@ -1,0 +1,250 @@
+//! One shard's series at the moment of a scrape: its counters, its router and cache, its
+//! fsync latencies, and a set of series per partition it holds. Runs on the shard itself.
+
+use super::exposition::Exposition;
+use super::{api_name, ShardMetrics};
+use crate::server::shard::Shard;
+use ferrite_shards::stats::with_shard_io;
+use std::collections::BTreeMap;
+
+pub fn shard(shard: &Shard) -> Exposition {
+    let mut e = Exposition::default();
+    let id = shard.id.0.to_string();
+    let s: &[(&str, &str)] = &[("shard", &id)];
+    connections(&mut e, shard, s);
+    requests(&mut e, &shard.metrics, &id);
+    engine(&mut e, shard, s);
+    partitions(&mut e, shard, &id);
+    groups(&mut e, shard, s);
+    e
+}
+
+fn connections(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
+    let st = &shard.stats;
+    e.gauge(
+        "ferrite_connections_open",
+        "Client connections open on the shard.",
+        s,
+        st.connections_open.get() as f64,
+    );
+    e.counter(
+        "ferrite_connections_accepted_total",
+        "Client connections the shard accepted.",
+        s,
+        st.connections_accepted.get(),
+    );
+    e.counter(
+        "ferrite_network_received_bytes_total",
+        "Request bytes read from clients, frame sizes included.",
+        s,
+        st.bytes_in.get(),
+    );
+    e.counter(
+        "ferrite_network_sent_bytes_total",
+        "Response bytes written to clients, frame sizes included.",
+        s,
+        st.bytes_out.get(),
+    );
+}
+
+fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {
+    for (slot, count) in m.requests.iter().enumerate() {
+        if count.get() == 0 {
+            continue;
+        }
+        let api = api_name(slot);
+        let labels: &[(&str, &str)] = &[("shard", shard), ("api", &api)];
+        e.counter(
+            "ferrite_requests_total",
+            "Requests served, by Kafka API.",
+            labels,
+            count.get(),
+        );
+        e.counter(
+            "ferrite_requests_refused_total",
+            "Requests answered by closing the connection (malformed or unsupported).",
+            labels,
+            m.refused[slot].get(),
+        );
+        e.histogram(
+            "ferrite_request_duration_seconds",
+            "Time from a request's arrival to its response being ready (long polls included).",
+            labels,
+            &m.durations[slot].snapshot(),
+        );
+    }
+    for (&(slot, code), &count) in m.errors.borrow().iter() {
+        let api = api_name(slot);
+        let code = code.to_string();
+        e.counter(
+            "ferrite_request_errors_total",
+            "Kafka error codes returned, by API (per partition for Produce and Fetch).",
+            &[("shard", shard), ("api", &api), ("error_code", &code)],
+            count,
+        );
+    }
+    for (topic, partitions) in m.fetched_bytes.borrow().iter() {
+        for (partition, &bytes) in partitions {
+            let partition = partition.to_string();
+            e.counter(
+                "ferrite_partition_fetched_bytes_total",
+                "Record bytes sent in fetch responses by this shard (consumers and followers).",
+                &[
+                    ("shard", shard),
+                    ("topic", topic),
+                    ("partition", &partition),
+                ],
+                bytes,
+            );
+        }
+    }
+}
+
+fn engine(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
+    let router = shard.router().stats();
+    let id = s[0].1;
+    for (target, calls) in [
+        ("local", router.local_calls.get()),
+        ("remote", router.remote_calls.get()),
+    ] {
+        e.counter(
+            "ferrite_router_calls_total",
+            "Calls to the shard owning a partition: on this shard (local) or a hop to another core (remote).",
+            &[("shard", id), ("target", target)],
+            calls,
+        );
+    }
+    e.counter(
+        "ferrite_router_full_channel_waits_total",
+        "Cross-core calls that found the target's channel full and waited.",
+        s,
+        router.full_channel_waits.get(),
+    );
+    if let Some(cache) = shard.batch_cache() {
+        let (hits, misses) = cache.hit_counts();
+        e.counter(
+            "ferrite_batch_cache_hits_total",
+            "Reads served from the shard's cache of recent batches (direct I/O).",
+            s,
+            hits,
+        );
+        e.counter(
+            "ferrite_batch_cache_misses_total",
+            "Reads the batch cache could not serve (read from the disk).",
+            s,
+            misses,
+        );
+        e.gauge(
+            "ferrite_batch_cache_used_bytes",
+            "Bytes held in the batch cache.",
+            s,
+            cache.used_bytes() as f64,
+        );
+    }
+    let syncs = with_shard_io(|io| io.syncs.snapshot());
+    e.histogram(
+        "ferrite_fsync_duration_seconds",
+        "fdatasync and fsync calls of the shard and how long each took.",
+        s,
+        &syncs,
+    );
+}
+
+fn partitions(e: &mut Exposition, shard: &Shard, id: &str) {
+    let mut under_replicated = 0;
+    let mut leaders = 0;
+    let mut followers = 0;
+    for p in shard.partitions() {
+        let index = p.index().to_string();
+        let l: &[(&str, &str)] = &[("shard", id), ("topic", p.topic()), ("partition", &index)];
+        let log = p.log();
+        let stats = log.stats();
+        let role = p.role();
+        let lagging = role.is_leader() && role.isr.len() < role.replicas.len();
+        if role.is_leader() {
+            leaders += 1;
+        } else {
+            followers += 1;
+        }
+        under_replicated += lagging as u64;
+        let gauges: [(&'static str, &'static str, f64); 6] = [
+            (
+                "ferrite_partition_log_end_offset",
+                "Offset the next record will get.",
+                log.log_end_offset() as f64,
+            ),
+            (
+                "ferrite_partition_high_watermark",
+                "Offset below which records are committed and visible to consumers.",
+                p.high_watermark() as f64,
+            ),
+            (
+                "ferrite_partition_log_start_offset",
+                "First offset still in the log (after retention).",
+                log.log_start_offset() as f64,
+            ),
+            (
+                "ferrite_partition_size_bytes",
+                "Bytes of the partition's segments.",
+                log.size_bytes() as f64,
+            ),
+            (
+                "ferrite_partition_in_sync_replicas",
+                "Replicas in the ISR as this broker knows it.",
+                role.isr.len() as f64,
+            ),
+            (
+                "ferrite_partition_under_replicated",
+                "1 when this broker leads the partition and a replica is out of the ISR.",
+                lagging as u8 as f64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            e.gauge(name, help, l, value);
+        }
+        let counters: [(&'static str, &'static str, u64); 4] = [
+            ("ferrite_partition_appended_bytes_total", "Batch bytes appended to the log (producers, leaders' replication, the broker's own records).", stats.appended_bytes.get()),
+            ("ferrite_partition_appended_records_total", "Records appended to the log.", stats.appended_records.get()),
+            ("ferrite_partition_appended_batches_total", "Record batches appended to the log.", stats.appended_batches.get()),
+            ("ferrite_partition_fsyncs_total", "fdatasyncs of the partition's active segment.", stats.fdatasyncs.get()),
+        ];
+        for (name, help, value) in counters {
+            e.counter(name, help, l, value);
+        }
+    }
+    let s: &[(&str, &str)] = &[("shard", id)];
+    e.gauge(
+        "ferrite_under_replicated_partitions",
+        "Partitions this shard leads with a replica out of the ISR.",
+        s,
+        under_replicated as f64,
+    );
+    for (role, n) in [("leader", leaders), ("follower", followers)] {
+        e.gauge(
+            "ferrite_partitions",
+            "Partition replicas the shard holds, by role.",
+            &[("shard", id), ("role", role)],
+            n as f64,
+        );
+    }
+}
+
+fn groups(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
+    let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for (_, _, state) in shard.groups.list() {
+        *by_state.entry(state).or_default() += 1;
+    }
+    for state in [
+        "Empty",
+        "PreparingRebalance",
+        "CompletingRebalance",
+        "Stable",
+    ] {
+        e.gauge(
+            "ferrite_consumer_groups",
+            "Consumer groups this shard coordinates, by state.",
+            &[("shard", s[0].1), ("state", state)],
+            by_state.get(state).copied().unwrap_or(0) as f64,
+        );
+    }
+}

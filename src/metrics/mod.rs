@@ -1,0 +1,110 @@
+//! Metrics for Prometheus: what each shard counts, and the endpoint that exposes it.
+//!
+//! Every shard keeps its own counters in plain `Cell`s on its own thread; nothing on the
+//! request path is atomic or shared. A scrape arrives at shard 0 (`endpoint`), which asks every
+//! shard through the router for a snapshot of its series (`collect`), merges them by family and
+//! answers in Prometheus' text format (`exposition`). Series carry a `shard` label, and
+//! per-partition series also `topic` and `partition`.
+//!
+//! Lives on: `ShardMetrics` on its shard; the endpoint's task on shard 0.
+
+mod collect;
+pub mod endpoint;
+mod exposition;
+
+use crate::handlers::SUPPORTED;
+use ferrite_shards::stats::Histogram;
+use kafka_protocol::messages::ApiKey;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+/// The API slot of requests whose key Ferrite does not serve.
+const UNKNOWN_API: usize = SUPPORTED.len();
+
+/// Request counters of one shard, by API (a slot per entry of `SUPPORTED`, plus one for keys
+/// Ferrite does not serve).
+pub struct ShardMetrics {
+    requests: Vec<Cell<u64>>,
+    durations: Vec<Histogram>,
+    /// Requests answered by closing the connection (malformed, unsupported).
+    refused: Vec<Cell<u64>>,
+    /// Kafka error codes in responses: (API slot, code) → count. Errors are rare, so a map.
+    errors: RefCell<BTreeMap<(usize, i16), u64>>,
+    /// Record bytes this shard sent in fetch responses, by topic and partition (whichever
+    /// shard owns the partition).
+    fetched_bytes: RefCell<HashMap<String, HashMap<i32, u64>>>,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> Self {
+        let slots = SUPPORTED.len() + 1;
+        ShardMetrics {
+            requests: (0..slots).map(|_| Cell::new(0)).collect(),
+            durations: (0..slots).map(|_| Histogram::default()).collect(),
+            refused: (0..slots).map(|_| Cell::new(0)).collect(),
+            errors: RefCell::new(BTreeMap::new()),
+            fetched_bytes: RefCell::new(HashMap::new()),
+        }
+    }
+}
+
+fn slot_of_key(api_key: i16) -> usize {
+    SUPPORTED
+        .iter()
+        .position(|(k, _, _)| *k as i16 == api_key)
+        .unwrap_or(UNKNOWN_API)
+}
+
+fn slot_of(api: ApiKey) -> usize {
+    slot_of_key(api as i16)
+}
+
+/// The `api` label of a slot: Kafka's API name.
+fn api_name(slot: usize) -> String {
+    match SUPPORTED.get(slot) {
+        Some((key, _, _)) => format!("{key:?}"),
+        None => "Unknown".to_string(),
+    }
+}
+
+impl ShardMetrics {
+    /// One request served (`api_key` as on the wire; `None` when the frame had no header),
+    /// how long it took, and whether the broker refused it by closing the connection.
+    pub fn request_done(&self, api_key: Option<i16>, took: Duration, refused: bool) {
+        let slot = api_key.map(slot_of_key).unwrap_or(UNKNOWN_API);
+        bump(&self.requests[slot], 1);
+        self.durations[slot].observe(took);
+        if refused {
+            bump(&self.refused[slot], 1);
+        }
+    }
+
+    /// A Kafka error code returned in a response of `api` (0 is not an error).
+    pub fn error(&self, api: ApiKey, code: i16) {
+        if code != 0 {
+            *self
+                .errors
+                .borrow_mut()
+                .entry((slot_of(api), code))
+                .or_default() += 1;
+        }
+    }
+
+    /// Record bytes of one partition sent in a fetch response.
+    pub fn fetched(&self, topic: &str, partition: i32, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut by_topic = self.fetched_bytes.borrow_mut();
+        let partitions = match by_topic.get_mut(topic) {
+            Some(p) => p,
+            None => by_topic.entry(topic.to_string()).or_default(),
+        };
+        *partitions.entry(partition).or_default() += bytes;
+    }
+}
+
+fn bump(c: &Cell<u64>, by: u64) {
+    c.set(c.get() + by);
+}
