@@ -154,7 +154,7 @@ impl ServeArgs {
                 }
                 list.clone()
             }
-            None => online,
+            None => online.clone(),
         };
         let cores = match self.cores {
             None => candidates,
@@ -189,8 +189,16 @@ impl ServeArgs {
                 message: "must be 0 or more".into(),
             });
         }
+        if let Some(c) = tuning.control_core.filter(|c| !online.contains(c)) {
+            return Err(ConfigError::Field {
+                field: "shards.control_core".into(),
+                message: format!("CPU {c} is not online here (online: {online:?})"),
+            });
+        }
         Ok(BrokerConfig {
             listen,
+            control_core: tuning.control_core,
+            router_queue_depth: tuning.router_queue_depth,
             advertised_host,
             advertised_port,
             data_dir: self.data_dir.clone(),

@@ -62,6 +62,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            if let Some(cpu) = config.control_core {
+                match config::pin_current_thread(cpu) {
+                    Ok(()) => tracing::info!(cpu, "control thread pinned"),
+                    Err(e) => tracing::warn!(cpu, error = %e, "pinning the control thread failed"),
+                }
+            }
             let cluster = match &config.zookeeper {
                 None => None,
                 Some(connect) => {

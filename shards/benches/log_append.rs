@@ -73,6 +73,7 @@ fn options(mode: IoMode) -> LogOptions {
     LogOptions {
         config: LogConfig::default(),
         io_mode: mode,
+        writer: Default::default(),
         cache: (mode == IoMode::Direct).then(|| BatchCache::new(64 << 20)),
     }
 }

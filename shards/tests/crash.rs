@@ -54,6 +54,7 @@ fn options(mode: IoMode, flush_messages: i64) -> LogOptions {
     LogOptions {
         config,
         io_mode: mode,
+        writer: Default::default(),
         cache: (mode == IoMode::Direct).then(|| BatchCache::new(4 << 20)),
     }
 }

@@ -38,6 +38,10 @@ pub struct BrokerConfig {
     pub zookeeper: Option<String>,
     /// Where the Prometheus endpoint listens; `None` when turned off.
     pub metrics: Option<SocketAddr>,
+    /// The CPU the control thread is pinned to (`None`: wherever the kernel runs it).
+    pub control_core: Option<usize>,
+    /// Calls one shard may queue towards each other shard before callers wait.
+    pub router_queue_depth: usize,
     /// Per-shard settings, indexed by shard.
     pub shards: Vec<ShardSettings>,
     pub broker: BrokerSettings,
@@ -75,4 +79,18 @@ pub fn online_cpus() -> Vec<usize> {
     } else {
         cpus
     }
+}
+
+/// Pins the calling thread to `cpu`; threads it starts afterwards inherit the pinning (the
+/// control thread does; shard executors pin themselves to their own core).
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: the set is zeroed and filled here; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -9,6 +9,7 @@
 use super::frame::{FrameError, FrameReader};
 use super::send::{ConnectionWriter, OutChunk};
 use super::shard::Shard;
+use crate::config::ShardSettings;
 use crate::handlers::{self, Response};
 use ferrite_shards::sync::FifoGate;
 use ferrite_shards::uring::socket::SocketFd;
@@ -41,6 +42,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let _ = stream.set_nodelay(true);
+    let settings = shard.config.shard(shard.id.0).clone();
+    set_buffer_sizes(&stream, &settings);
     let fd = match SocketFd::dup(stream.as_raw_fd()) {
         Ok(fd) => fd,
         Err(e) => {
@@ -48,7 +51,6 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
             return;
         }
     };
-    let settings = shard.config.shard(shard.id.0).clone();
     let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
     let writer = ConnectionWriter::new(fd.clone(), shard.config.broker.fetch_zero_copy);
     let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
@@ -59,6 +61,32 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let why = read_requests(&shard, stream, tx, client_host).await;
     tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
     write_task.await;
+}
+
+/// The tuning file's socket buffer sizes; 0 leaves the kernel's autotuning alone.
+fn set_buffer_sizes(stream: &TcpStream, settings: &ShardSettings) {
+    for (option, bytes) in [
+        (libc::SO_SNDBUF, settings.socket_send_buffer_bytes),
+        (libc::SO_RCVBUF, settings.socket_receive_buffer_bytes),
+    ] {
+        if bytes == 0 {
+            continue;
+        }
+        let value = bytes.min(i32::MAX as usize) as libc::c_int;
+        // SAFETY: setsockopt reads an int from a pointer valid for the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                &value as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            tracing::warn!(option, bytes, error = %std::io::Error::last_os_error(), "setting a socket buffer size failed");
+        }
+    }
 }
 
 async fn read_requests(

@@ -64,7 +64,7 @@ pub fn serve(config: BrokerConfig, cluster: Option<cluster::Started>) -> anyhow:
     };
     let config = Arc::new(config);
     let started = Instant::now();
-    let endpoints = router::mesh::<Shard>(shard_count, config.shard(0).router_queue_depth);
+    let endpoints = router::mesh::<Shard>(shard_count, config.router_queue_depth);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let stopping = Arc::new(StopBarrier::new(shard_count));
     let mut stops = Vec::with_capacity(shard_count);
@@ -173,6 +173,7 @@ async fn run_shard(
         cluster,
     } = start;
     let id = endpoints.shard();
+    ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
     let controller = (id == ShardId(0)).then(|| Controller::new(producer_ids_reserved_below));
     let shard = Rc::new(Shard::new(
         id,

@@ -210,6 +210,7 @@ impl Shard {
                 let options = LogOptions {
                     config: topic.log_config(&self.config.broker.log),
                     io_mode: self.config.io_mode(self.id.0),
+                    writer: self.config.shard(self.id.0).writer,
                     cache: self.cache.clone(),
                 };
                 let dir = self.partition_dir(&topic.name, *index);

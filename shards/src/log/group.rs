@@ -57,10 +57,13 @@ pub(crate) struct Group {
 /// empty segment, rolled by the caller, when it is big).
 pub(crate) fn take(inner: &LogInner, position: u64) -> Vec<PendingAppend> {
     let segment_bytes = inner.config.borrow().segment_bytes;
-    let bytes_max = match inner.mode {
-        IoMode::Buffered => GROUP_BYTES_MAX_BUFFERED,
-        IoMode::Direct => GROUP_BYTES_MAX_DIRECT,
-    };
+    let bytes_max = inner
+        .writer_tuning
+        .write_bytes_max
+        .unwrap_or(match inner.mode {
+            IoMode::Buffered => GROUP_BYTES_MAX_BUFFERED,
+            IoMode::Direct => GROUP_BYTES_MAX_DIRECT,
+        });
     let mut queue = inner.queue.borrow_mut();
     let mut group = Vec::new();
     let (mut bytes, mut batches) = (0usize, 0usize);

@@ -53,8 +53,27 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// Appends queued but not yet written, in bytes, per log; `append` waits beyond it.
-const QUEUED_BYTES_MAX: usize = 64 << 20;
+/// How a log's writer batches and paces its writes (the tuning file's per-core fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterTuning {
+    /// Appends queued but not yet written, in bytes; `append` waits beyond it (write-behind).
+    pub queued_bytes_max: usize,
+    /// Bytes written by one write at most; `None` takes the I/O mode's default (16 MiB
+    /// buffered, 1 MiB direct).
+    pub write_bytes_max: Option<usize>,
+    /// Writes to the file in flight at once, at consecutive positions.
+    pub writes_in_flight: usize,
+}
+
+impl Default for WriterTuning {
+    fn default() -> Self {
+        WriterTuning {
+            queued_bytes_max: 64 << 20,
+            write_bytes_max: None,
+            writes_in_flight: 4,
+        }
+    }
+}
 
 /// A batch that passed validation, with its parsed header.
 #[derive(Clone, Debug)]
@@ -68,6 +87,7 @@ pub struct ValidBatch {
 pub struct LogOptions {
     pub config: LogConfig,
     pub io_mode: IoMode,
+    pub writer: WriterTuning,
     /// The shard's cache of recent batches; direct mode serves tailing readers from it.
     pub cache: Option<Rc<BatchCache>>,
 }
@@ -105,6 +125,7 @@ pub(crate) struct LogInner {
     cleaner_stop_requests: Cell<usize>,
     queue: RefCell<VecDeque<writer::PendingAppend>>,
     queue_space: Rc<crate::sync::FifoGate>,
+    writer_tuning: WriterTuning,
     /// Wakes the writer task when an append is queued or the log closes.
     work: Notify,
     /// Wakes readers when the log end moves (append, truncation).

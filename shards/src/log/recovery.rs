@@ -105,7 +105,10 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         cleaning: Semaphore::new(1),
         cleaner_stop_requests: Cell::new(0),
         queue: RefCell::new(VecDeque::new()),
-        queue_space: Rc::new(crate::sync::FifoGate::new(super::QUEUED_BYTES_MAX as u64)),
+        queue_space: Rc::new(crate::sync::FifoGate::new(
+            options.writer.queued_bytes_max as u64,
+        )),
+        writer_tuning: options.writer,
         work: Notify::new(),
         appended: Notify::new(),
         write_lock: Semaphore::new(1),

@@ -32,6 +32,7 @@ pub(crate) async fn open(dir: &Path, mode: IoMode, config: LogConfig) -> Log {
         LogOptions {
             config,
             io_mode: mode,
+            writer: Default::default(),
             cache,
         },
     )

@@ -19,9 +19,6 @@ use glommio::sync::Permit;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-/// Group writes in flight at once per log.
-const WRITES_IN_FLIGHT_MAX: usize = 4;
-
 /// Whether the log numbers the batches or keeps the numbers they carry.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Numbering {
@@ -75,7 +72,7 @@ impl super::Log {
         assert!(!batches.is_empty(), "an append holds at least one batch");
         let inner = &self.inner;
         let bytes: usize = batches.iter().map(|b| b.bytes.len()).sum();
-        let units = bytes.clamp(1, super::QUEUED_BYTES_MAX) as u64;
+        let units = bytes.clamp(1, inner.writer_tuning.queued_bytes_max) as u64;
         // In arrival order even when the queue is full, so appends keep the order they came in.
         inner.queue_space.acquire(units).await;
         let space = QueueSpace {
@@ -185,7 +182,7 @@ async fn run(inner: Rc<LogInner>) {
             inner.work.wait_past(seen).await;
             continue;
         }
-        if queued && !held_back && in_flight.len() < WRITES_IN_FLIGHT_MAX {
+        if queued && !held_back && in_flight.len() < inner.writer_tuning.writes_in_flight {
             if lock.is_none() {
                 match inner.write_lock.acquire_permit(1).await {
                     Ok(p) => lock = Some(p),

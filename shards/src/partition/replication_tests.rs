@@ -65,6 +65,7 @@ async fn open(dir: &Path) -> Rc<Partition> {
         LogOptions {
             config: LogConfig::default(),
             io_mode: IoMode::Buffered,
+            writer: Default::default(),
             cache: None,
         },
     )

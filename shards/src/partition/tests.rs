@@ -37,6 +37,7 @@ async fn open(dir: &Path, mode: IoMode) -> Rc<Partition> {
         LogOptions {
             config: LogConfig::default(),
             io_mode: mode,
+            writer: Default::default(),
             cache: (mode == IoMode::Direct).then(|| BatchCache::new(1 << 20)),
         },
     )

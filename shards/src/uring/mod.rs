@@ -28,8 +28,19 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-/// Submission queue depth of the ring; operations beyond it wait in a backlog.
-const RING_ENTRIES: u32 = 256;
+/// Submission queue depth of a ring unless the shard sets one (`set_ring_entries`);
+/// operations beyond it wait in a backlog.
+const RING_ENTRIES_DEFAULT: u32 = 256;
+
+thread_local! {
+    static RING_ENTRIES: std::cell::Cell<u32> = const { std::cell::Cell::new(RING_ENTRIES_DEFAULT) };
+}
+
+/// The depth of the ring this thread creates next (the tuning file's `uring_entries`); call it
+/// before the shard's first I/O.
+pub fn set_ring_entries(entries: u32) {
+    RING_ENTRIES.with(|e| e.set(entries.max(1)));
+}
 
 type Keepalive = Box<dyn Any>;
 
@@ -51,6 +62,8 @@ enum Slot {
 
 struct State {
     uring: IoUring,
+    /// Submission queue entries (the kernel rounds the asked depth up to a power of two).
+    entries: usize,
     slots: Vec<Slot>,
     free: Vec<usize>,
     backlog: VecDeque<squeue::Entry>,
@@ -93,7 +106,9 @@ impl Ring {
     }
 
     fn new(executor_id: usize) -> std::io::Result<(Ring, BufferedFile)> {
-        let uring = IoUring::new(RING_ENTRIES)?;
+        let entries = RING_ENTRIES.with(|e| e.get());
+        let uring = IoUring::new(entries)?;
+        let sq_entries = uring.params().sq_entries() as usize;
         // SAFETY: eventfd returns a new descriptor or -1, checked below.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
@@ -105,6 +120,7 @@ impl Ring {
         let ring = Ring {
             state: RefCell::new(State {
                 uring,
+                entries: sq_entries,
                 slots: Vec::new(),
                 free: Vec::new(),
                 backlog: VecDeque::new(),
@@ -135,7 +151,7 @@ impl Ring {
             };
             let entry = entry.user_data(slot as u64);
             st.in_flight += 1;
-            if st.in_kernel < RING_ENTRIES as usize && st.backlog.is_empty() {
+            if st.in_kernel < st.entries && st.backlog.is_empty() {
                 // SAFETY: the entry's buffers live in the slot's keepalive until completion.
                 unsafe { st.uring.submission().push(&entry) }
                     .expect("submission queue has room: it is emptied on every submit");
@@ -186,7 +202,7 @@ impl Ring {
                 }
             }
             let mut pushed_any = false;
-            while st.in_kernel < RING_ENTRIES as usize {
+            while st.in_kernel < st.entries {
                 let Some(entry) = st.backlog.pop_front() else {
                     break;
                 };

@@ -1,0 +1,75 @@
+//! `ferrite serve --config`: every shipped profile starts a broker that serves clients, and a
+//! bad file is refused before anything starts, naming the field, its bounds and the line.
+
+mod common;
+
+use common::Broker;
+use std::path::Path;
+use std::process::Command;
+
+fn profile(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tuning")
+        .join(format!("{name}.toml"))
+        .display()
+        .to_string()
+}
+
+#[test]
+fn every_shipped_profile_serves_a_produce_and_a_fetch() {
+    for name in ["default", "throughput", "latency", "small-host"] {
+        let path = profile(name);
+        let broker = Broker::start(&["--config", &path, "--cores", "1"]);
+        common::kcat(&broker, &["-t", "tuned", "-P"], Some(b"a\nb\n"));
+        let got = common::kcat_consume(&broker, "tuned", "%s\n");
+        assert_eq!(got, vec!["a", "b"], "profile {name}");
+    }
+}
+
+fn refused(text: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, text).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrite"));
+    cmd.arg("serve")
+        .arg("--config")
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--metrics", "off"]);
+    let out = common::run(cmd, None, common::START_TIMEOUT);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !dir.path().join("data").exists(),
+        "nothing starts on a bad file: {stderr}"
+    );
+    (out.status.code(), stderr)
+}
+
+#[test]
+fn a_bad_value_is_refused_with_its_field_bounds_and_line() {
+    let (code, stderr) = refused("[shards]\nio_mode = \"buffered\"\nwrites_in_flight = 0\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml:3: shards.writes_in_flight: 0 is outside [1, 64]"),
+        "{stderr}"
+    );
+    let (code, stderr) = refused("[core.0]\nuring_entries = 100000\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml:2: core.0.uring_entries: 100000 is outside [16, 4096]"),
+        "{stderr}"
+    );
+    let (code, stderr) = refused("[shards]\nwrite_behind = 5\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml:2: shards.write_behind: unknown field"),
+        "{stderr}"
+    );
+    let (code, stderr) = refused("[shards]\ncontrol_core = 4095\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("shards.control_core: CPU 4095 is not online"),
+        "{stderr}"
+    );
+}
