@@ -1,7 +1,7 @@
 //! The command line: `ferrite serve` and its flags, resolved over the tuning file.
 
 use crate::config::{online_cpus, BrokerConfig, ConfigError, TuningFile};
-use clap::{Parser, Subcommand};
+use clap::{ArgGroup, Parser, Subcommand};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
@@ -20,15 +20,40 @@ pub struct Cli {
 pub enum Command {
     /// Run the broker until SIGTERM or SIGINT.
     Serve(ServeArgs),
-    /// Check this host against what a broker needs (nothing is changed).
+    /// Check this host against what a broker needs (--check), or apply what can be (--apply).
     Tune(TuneArgs),
 }
 
+/// What `ferrite tune` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TuneMode {
+    /// Report only; nothing is changed.
+    Check,
+    /// Write the recommended values, after backing up the originals under this directory.
+    Apply { backup_dir: PathBuf },
+}
+
 #[derive(clap::Args, Debug, Clone)]
+#[command(group(ArgGroup::new("mode").required(true).args(["check", "apply"])))]
 pub struct TuneArgs {
-    /// Report each setting with its current and recommended value.
-    #[arg(long, required = true)]
+    /// Report each setting with its current and recommended value; change nothing.
+    #[arg(long)]
     pub check: bool,
+    /// Write the recommended value of each setting that a file write changes, back up the
+    /// originals with a restore.sh, and say what could not be applied.
+    #[arg(long)]
+    pub apply: bool,
+    /// Where --apply backs up what it changes (a new subdirectory per run, named by UTC time).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "./tune-backup",
+        conflicts_with = "check"
+    )]
+    pub backup_dir: PathBuf,
+    /// Prefix of every /proc and /sys path read or written (tests point it at a fake tree).
+    #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
+    pub root: PathBuf,
     /// The shards the broker would run (default: every online core).
     #[arg(long, value_name = "N")]
     pub cores: Option<usize>,
@@ -38,6 +63,28 @@ pub struct TuneArgs {
 }
 
 impl TuneArgs {
+    pub fn mode(&self) -> TuneMode {
+        debug_assert!(
+            self.check != self.apply,
+            "clap makes them exclusive and one required"
+        );
+        if self.apply {
+            TuneMode::Apply {
+                backup_dir: self.backup_dir.clone(),
+            }
+        } else {
+            TuneMode::Check
+        }
+    }
+
+    /// The tree /proc and /sys are under, as an absolute path without links.
+    pub fn root(&self) -> Result<PathBuf, ConfigError> {
+        std::fs::canonicalize(&self.root).map_err(|e| ConfigError::Field {
+            field: "--root".into(),
+            message: format!("{}: {e}", self.root.display()),
+        })
+    }
+
     /// The cores shards would run on, and the directory to check (its nearest existing parent).
     pub fn resolve(&self) -> (Vec<usize>, PathBuf) {
         let mut cores = online_cpus();
@@ -212,5 +259,52 @@ impl ServeArgs {
             },
             broker,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tune(args: &[&str]) -> Result<TuneArgs, clap::Error> {
+        let argv = ["ferrite", "tune"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Tune(t) => Ok(t),
+            Command::Serve(_) => unreachable!("parsed `tune`"),
+        }
+    }
+
+    #[test]
+    fn tune_takes_exactly_one_of_check_and_apply() {
+        assert_eq!(tune(&["--check"]).unwrap().mode(), TuneMode::Check);
+        assert_eq!(
+            tune(&["--apply"]).unwrap().mode(),
+            TuneMode::Apply {
+                backup_dir: "./tune-backup".into()
+            }
+        );
+        assert_eq!(
+            tune(&["--apply", "--backup-dir", "/b"]).unwrap().mode(),
+            TuneMode::Apply {
+                backup_dir: "/b".into()
+            }
+        );
+        assert!(tune(&[]).is_err());
+        assert!(tune(&["--check", "--apply"]).is_err());
+        assert!(tune(&["--check", "--backup-dir", "/b"]).is_err());
+        for bad in [tune(&[]), tune(&["--check", "--apply"])] {
+            assert_eq!(bad.unwrap_err().exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn tune_root_is_the_host_unless_given() {
+        assert_eq!(tune(&["--check"]).unwrap().root, PathBuf::from("/"));
+        let t = tune(&["--check", "--root", "/tmp"]).unwrap();
+        assert_eq!(t.root().unwrap(), std::fs::canonicalize("/tmp").unwrap());
+        assert!(tune(&["--check", "--root", "/no/such/dir"])
+            .unwrap()
+            .root()
+            .is_err());
     }
 }

@@ -14,7 +14,7 @@ mod server;
 mod tune;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, Command, TuneMode};
 use std::process::ExitCode;
 
 /// One line per event on stderr, with the spans it happened in: `shard`, then `conn` (the
@@ -47,7 +47,18 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Tune(args) => {
             let (cores, dir) = args.resolve();
-            if tune::check(&cores, &dir) {
+            let root = match args.root() {
+                Ok(r) => tune::Root::new(r),
+                Err(e) => {
+                    eprintln!("ferrite: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let done = match args.mode() {
+                TuneMode::Check => tune::check(&root, &cores, &dir),
+                TuneMode::Apply { backup_dir } => tune::apply(&root, &cores, &dir, &backup_dir),
+            };
+            if done {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
