@@ -1,7 +1,7 @@
 //! Log append throughput and recovery time, printed as figures (not a timed test).
 //!
 //! `cargo bench -p ferrite-shards --bench log_append -- [--dir DIR] [--gib N] [--inflight N]
-//! [--mode buffered|direct] [--no-recovery]`
+//! [--mode buffered|direct] [--write-bytes N] [--writes-in-flight N] [--no-recovery]`
 //!
 //! For each I/O mode and batch size (16 KiB and 256 KiB batches of 1 KiB records) it appends
 //! `--gib` GiB with `--inflight` appends outstanding, ending with an fdatasync, and prints MB/s.
@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
 use ferrite_shards::batch::BatchOrigin;
-use ferrite_shards::log::{BatchCache, Log, LogOptions};
+use ferrite_shards::log::{BatchCache, Log, LogOptions, WriterTuning};
 use ferrite_shards::{IoMode, LogConfig};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -27,6 +27,8 @@ struct Args {
     inflight: usize,
     modes: Vec<IoMode>,
     recovery: bool,
+    /// The writer's tuning (the tuning file's `write_bytes_max`, `writes_in_flight`).
+    writer: WriterTuning,
 }
 
 fn args() -> Args {
@@ -36,6 +38,7 @@ fn args() -> Args {
         inflight: 8,
         modes: vec![IoMode::Buffered, IoMode::Direct],
         recovery: true,
+        writer: WriterTuning::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -50,6 +53,14 @@ fn args() -> Args {
                 out.modes = vec![IoMode::parse(&m).expect("buffered or direct")];
             }
             "--no-recovery" => out.recovery = false,
+            "--write-bytes" => {
+                let n = it.next().expect("--write-bytes N").parse().expect("number");
+                out.writer.write_bytes_max = Some(n);
+            }
+            "--writes-in-flight" => {
+                let n = it.next().expect("--writes-in-flight N").parse().expect("number");
+                out.writer.writes_in_flight = n;
+            }
             _ => {} // cargo bench passes --bench
         }
     }
@@ -69,11 +80,11 @@ fn batch_of(batch_bytes: usize) -> Bytes {
     build_batch(&records, ProducerFields::NONE)
 }
 
-fn options(mode: IoMode) -> LogOptions {
+fn options(mode: IoMode, writer: WriterTuning) -> LogOptions {
     LogOptions {
         config: LogConfig::default(),
         io_mode: mode,
-        writer: Default::default(),
+        writer,
         cache: (mode == IoMode::Direct).then(|| BatchCache::new(64 << 20)),
     }
 }
@@ -103,10 +114,26 @@ async fn fill(log: &Log, batch: &Bytes, total_bytes: u64, inflight: usize) -> f6
     (appends * batch.len() as u64) as f64 / started.elapsed().as_secs_f64()
 }
 
-async fn throughput(root: &Path, mode: IoMode, batch_bytes: usize, total: u64, inflight: usize) {
+/// One throughput run: which mode and batch size, how much, and how the writer is tuned.
+struct Run {
+    mode: IoMode,
+    batch_bytes: usize,
+    total: u64,
+    inflight: usize,
+    writer: WriterTuning,
+}
+
+async fn throughput(root: &Path, run: Run) {
+    let Run {
+        mode,
+        batch_bytes,
+        total,
+        inflight,
+        writer,
+    } = run;
     let dir = root.join(format!("append-{}-{batch_bytes}-0", mode.name()));
     let _ = std::fs::remove_dir_all(&dir);
-    let log = Log::open(&dir, options(mode)).await.expect("open");
+    let log = Log::open(&dir, options(mode, writer)).await.expect("open");
     let batch = batch_of(batch_bytes);
     let rate = fill(&log, &batch, total, inflight).await;
     println!(
@@ -133,7 +160,7 @@ fn recovery(root: &Path, inflight: usize) {
             let dir = dir.clone();
             let batch = batch.clone();
             async move {
-                let log = Log::open(&dir, options(IoMode::Buffered))
+                let log = Log::open(&dir, options(IoMode::Buffered, WriterTuning::default()))
                     .await
                     .expect("open");
                 fill(&log, &batch, gib, inflight).await;
@@ -150,7 +177,7 @@ fn recovery(root: &Path, inflight: usize) {
             .expect("executor")
             .run(async move {
                 let started = Instant::now();
-                let log = Log::open(&dir, options(IoMode::Buffered))
+                let log = Log::open(&dir, options(IoMode::Buffered, WriterTuning::default()))
                     .await
                     .expect("open");
                 let took = started.elapsed();
@@ -183,11 +210,17 @@ fn main() {
     for &mode in &args.modes {
         for batch_bytes in [16 * 1024, 256 * 1024] {
             let root = args.dir.clone();
-            let inflight = args.inflight;
+            let run = Run {
+                mode,
+                batch_bytes,
+                total,
+                inflight: args.inflight,
+                writer: args.writer,
+            };
             glommio::LocalExecutorBuilder::default()
                 .make()
                 .expect("executor")
-                .run(async move { throughput(&root, mode, batch_bytes, total, inflight).await });
+                .run(async move { throughput(&root, run).await });
         }
     }
     if args.recovery {
