@@ -1,7 +1,8 @@
 //! Log append throughput and recovery time, printed as figures (not a timed test).
 //!
 //! `cargo bench -p ferrite-shards --bench log_append -- [--dir DIR] [--gib N] [--inflight N]
-//! [--mode buffered|direct] [--write-bytes N] [--writes-in-flight N] [--no-recovery]`
+//! [--mode buffered|direct] [--batch-kib N] [--write-bytes N] [--writes-in-flight N]
+//! [--no-recovery]`
 //!
 //! For each I/O mode and batch size (16 KiB and 256 KiB batches of 1 KiB records) it appends
 //! `--gib` GiB with `--inflight` appends outstanding, ending with an fdatasync, and prints MB/s.
@@ -26,6 +27,8 @@ struct Args {
     gib: f64,
     inflight: usize,
     modes: Vec<IoMode>,
+    /// Batch sizes to append, in bytes (16 KiB and 256 KiB unless `--batch-kib` picks one).
+    batches: Vec<usize>,
     recovery: bool,
     /// The writer's tuning (the tuning file's `write_bytes_max`, `writes_in_flight`).
     writer: WriterTuning,
@@ -37,6 +40,7 @@ fn args() -> Args {
         gib: 1.0,
         inflight: 8,
         modes: vec![IoMode::Buffered, IoMode::Direct],
+        batches: vec![16 * 1024, 256 * 1024],
         recovery: true,
         writer: WriterTuning::default(),
     };
@@ -53,12 +57,20 @@ fn args() -> Args {
                 out.modes = vec![IoMode::parse(&m).expect("buffered or direct")];
             }
             "--no-recovery" => out.recovery = false,
+            "--batch-kib" => {
+                let kib: usize = it.next().expect("--batch-kib N").parse().expect("number");
+                out.batches = vec![kib * 1024];
+            }
             "--write-bytes" => {
                 let n = it.next().expect("--write-bytes N").parse().expect("number");
                 out.writer.write_bytes_max = Some(n);
             }
             "--writes-in-flight" => {
-                let n = it.next().expect("--writes-in-flight N").parse().expect("number");
+                let n = it
+                    .next()
+                    .expect("--writes-in-flight N")
+                    .parse()
+                    .expect("number");
                 out.writer.writes_in_flight = n;
             }
             _ => {} // cargo bench passes --bench
@@ -89,8 +101,8 @@ fn options(mode: IoMode, writer: WriterTuning) -> LogOptions {
     }
 }
 
-/// Appends `total_bytes` in batches of `batch`, `inflight` at a time; returns bytes per second.
-async fn fill(log: &Log, batch: &Bytes, total_bytes: u64, inflight: usize) -> f64 {
+/// Appends `total_bytes` in batches of `batch`, `inflight` at a time, then fdatasyncs.
+async fn fill(log: &Log, batch: &Bytes, total_bytes: u64, inflight: usize) -> Rates {
     let valid = Rc::new(log.validate(batch, BatchOrigin::Client).expect("valid"));
     let appends = (total_bytes / batch.len() as u64).max(1);
     let started = Instant::now();
@@ -110,8 +122,20 @@ async fn fill(log: &Log, batch: &Bytes, total_bytes: u64, inflight: usize) -> f6
     for w in workers {
         w.await;
     }
+    let appended = started.elapsed().as_secs_f64();
     log.flush().await.expect("flush");
-    (appends * batch.len() as u64) as f64 / started.elapsed().as_secs_f64()
+    let bytes = (appends * batch.len() as u64) as f64;
+    Rates {
+        durable: bytes / started.elapsed().as_secs_f64(),
+        acknowledged: bytes / appended,
+    }
+}
+
+/// Bytes per second of a fill: until the final fdatasync returned, and until the last append
+/// was acknowledged (before that fdatasync).
+struct Rates {
+    durable: f64,
+    acknowledged: f64,
 }
 
 /// One throughput run: which mode and batch size, how much, and how the writer is tuned.
@@ -137,12 +161,13 @@ async fn throughput(root: &Path, run: Run) {
     let batch = batch_of(batch_bytes);
     let rate = fill(&log, &batch, total, inflight).await;
     println!(
-        "append mode={} batch_bytes={} bytes={} inflight={} mb_per_s={:.1}",
+        "append mode={} batch_bytes={} bytes={} inflight={} mb_per_s={:.1} mb_per_s_before_fsync={:.1}",
         mode.name(),
         batch.len(),
         total,
         inflight,
-        rate / 1e6
+        rate.durable / 1e6,
+        rate.acknowledged / 1e6
     );
     log.close().await.expect("close");
     let _ = std::fs::remove_dir_all(&dir);
@@ -208,7 +233,7 @@ fn main() {
     std::fs::create_dir_all(&args.dir).expect("bench dir");
     let total = (args.gib * (1u64 << 30) as f64) as u64;
     for &mode in &args.modes {
-        for batch_bytes in [16 * 1024, 256 * 1024] {
+        for &batch_bytes in &args.batches {
             let root = args.dir.clone();
             let run = Run {
                 mode,

@@ -19,6 +19,8 @@ const GROUP_BYTES_MAX_BUFFERED: usize = 16 << 20;
 /// Bytes one direct write carries at most: smaller groups keep several writes in flight, so
 /// the device always has a queue, and a group fits glommio's registered buffers.
 const GROUP_BYTES_MAX_DIRECT: usize = 1 << 20;
+/// Direct mode does not split what is queued into writes smaller than this.
+const DIRECT_SPLIT_BYTES_MIN: usize = 32 << 10;
 /// Page-cache bytes of the active segment after which their writeback is started.
 const WRITEBACK_STEP_BYTES: u64 = 8 << 20;
 /// Recent batch positions kept for mapping a high watermark to a byte position.
@@ -55,9 +57,13 @@ pub(crate) struct Group {
 /// Takes from the queue the appends that go into the active segment in one write, starting at
 /// `position` of a segment `segment_bytes` long at most. The first append always goes (into an
 /// empty segment, rolled by the caller, when it is big).
-pub(crate) fn take(inner: &LogInner, position: u64) -> Vec<PendingAppend> {
+///
+/// Direct mode spreads what is queued over the `free_slots` writes it may still start, so the
+/// device gets several requests at once instead of one that carries everything: producers
+/// waiting on their acknowledgement otherwise keep the device at one request at a time.
+pub(crate) fn take(inner: &LogInner, position: u64, free_slots: usize) -> Vec<PendingAppend> {
     let segment_bytes = inner.config.borrow().segment_bytes;
-    let bytes_max = inner
+    let mut bytes_max = inner
         .writer_tuning
         .write_bytes_max
         .unwrap_or(match inner.mode {
@@ -65,6 +71,10 @@ pub(crate) fn take(inner: &LogInner, position: u64) -> Vec<PendingAppend> {
             IoMode::Direct => GROUP_BYTES_MAX_DIRECT,
         });
     let mut queue = inner.queue.borrow_mut();
+    if inner.mode == IoMode::Direct && free_slots > 1 {
+        let queued: usize = queue.iter().map(|p| p.bytes).sum();
+        bytes_max = bytes_max.min((queued / free_slots).max(DIRECT_SPLIT_BYTES_MIN));
+    }
     let mut group = Vec::new();
     let (mut bytes, mut batches) = (0usize, 0usize);
     while let Some(next) = queue.front() {
@@ -149,6 +159,59 @@ pub(crate) fn place(
 }
 
 impl Group {
+    /// Splits off the appends that end beyond `durable_end` (the file does not hold all their
+    /// bytes yet: direct mode held back the last partial block), to be acknowledged with the
+    /// write that carries them. `None` when every append is on the file.
+    pub(crate) fn split_beyond(&mut self, durable_end: u64) -> Option<Group> {
+        if durable_end >= self.end_position {
+            return None;
+        }
+        let mut first_placed = 0;
+        let mut cut = None;
+        for (i, append) in self.appends.iter().enumerate() {
+            let last = &self.placed[first_placed + append.batches.len() - 1];
+            if last.position + last.header.total_bytes() as u64 > durable_end {
+                cut = Some((i, first_placed));
+                break;
+            }
+            first_placed += append.batches.len();
+        }
+        let (i, first_placed) = cut?;
+        let placed = self.placed.split_off(first_placed);
+        let records: i64 = placed.iter().map(|p| p.header.record_count as i64).sum();
+        let later = Group {
+            appends: self.appends.split_off(i),
+            position: placed[0].position,
+            end_position: self.end_position,
+            end_offset: self.end_offset,
+            chunks: Vec::new(),
+            infos: self.infos.split_off(i),
+            placed,
+            records,
+        };
+        self.records -= records;
+        self.end_position = later.position;
+        self.end_offset = later.placed[0].header.base_offset;
+        Some(later)
+    }
+
+    /// Takes `earlier` (split off the group written before this one) in front of this group:
+    /// its appends are acknowledged when this group's write completes.
+    pub(crate) fn absorb_front(&mut self, mut earlier: Group) {
+        earlier.appends.append(&mut self.appends);
+        earlier.infos.append(&mut self.infos);
+        earlier.placed.append(&mut self.placed);
+        self.appends = earlier.appends;
+        self.infos = earlier.infos;
+        self.placed = earlier.placed;
+        self.records += earlier.records;
+        self.position = earlier.position;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.appends.is_empty()
+    }
+
     /// The group reached the file: indexes, log end, cache and waiting readers move on; then
     /// the appends are acknowledged (after an fdatasync when the flush policy asks for one).
     pub(crate) fn written(self, inner: &Rc<LogInner>) {

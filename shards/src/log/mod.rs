@@ -17,6 +17,7 @@
 mod cache;
 mod checkpoint;
 mod clean;
+mod direct;
 mod epochs;
 mod flush;
 mod group;
@@ -101,6 +102,9 @@ pub struct LogStats {
     pub fdatasyncs: Cell<u64>,
     pub fdatasync_micros: Cell<u64>,
     pub cache_hits: Cell<u64>,
+    /// Direct mode: appends acknowledged with the write after theirs, which carried the
+    /// partial block their write held back.
+    pub appends_carried: Cell<u64>,
 }
 
 /// A handle to one partition log; clones share it.
@@ -148,7 +152,7 @@ pub(crate) struct LogInner {
     /// The first seal that failed, reported by the next flush.
     seal_failure: RefCell<Option<Error>>,
     /// The O_DIRECT writer of the active segment (direct mode); used under `write_lock`.
-    direct: RefCell<Option<segment::DirectTail>>,
+    direct: RefCell<Option<direct::DirectTail>>,
     cache: Option<(Rc<BatchCache>, cache::Entries)>,
     closed: Cell<bool>,
     writer_done: Notify,

@@ -8,10 +8,11 @@
 
 use super::cache;
 use super::checkpoint::RecoveryPoint;
+use super::direct::DirectTail;
 use super::epochs::LeaderEpochCache;
 use super::index::{OffsetIndex, TimeIndex};
 use super::scan::{self, HeaderWalker};
-use super::segment::{self, DirectTail, Segment, SegmentPaths};
+use super::segment::{self, Segment, SegmentPaths};
 use super::{flush, writer, Log, LogInner, LogOptions, LogState, LogStats};
 use crate::config::IoMode;
 use crate::error::{Error, Result};

@@ -1,7 +1,8 @@
 //! Shortening the log: retention from the front, truncation from the back.
 
+use super::direct::DirectTail;
 use super::scan::HeaderWalker;
-use super::segment::{DirectTail, Segment};
+use super::segment::Segment;
 use super::{flush, roll, writer, LogInner};
 use crate::config::IoMode;
 use crate::error::{Error, Result};

@@ -1,6 +1,7 @@
 //! Rolling: sealing the active segment and starting the next one.
 
-use super::segment::{self, DirectTail, Segment};
+use super::direct::DirectTail;
+use super::segment::{self, Segment};
 use super::LogInner;
 use crate::config::IoMode;
 use crate::error::{Error, Result};

@@ -151,6 +151,9 @@ pub(crate) async fn exclusive(inner: &LogInner) -> Result<Exclusive<'_>> {
 struct InFlight {
     group: Group,
     write: glommio::Task<Result<()>>,
+    /// The file holds every byte below this once the write completes (direct mode may hold
+    /// back a partial last block for the next write).
+    durable_end: u64,
 }
 
 /// Where the next group goes: after every group issued so far.
@@ -199,7 +202,7 @@ async fn run(inner: Rc<LogInner>) {
             // Let the tasks already woken (acknowledged producers sending their next batch)
             // queue first, so one write carries them all.
             yield_once().await;
-            match issue_next(&inner, &mut issued, in_flight.is_empty()).await {
+            match issue_next(&inner, &mut issued, in_flight.len()).await {
                 Next::Issued(f) => {
                     in_flight.push_back(f);
                     continue;
@@ -208,11 +211,29 @@ async fn run(inner: Rc<LogInner>) {
                 Next::Nothing => continue,
             }
         }
-        let Some(oldest) = in_flight.pop_front() else {
+        // Direct mode, with room for another write: new appends are issued at once rather than
+        // after the oldest write, whose O_DIRECT I/O takes a device round trip; a device fed one
+        // write at a time runs well below its bandwidth. Buffered writes finish quickly, and
+        // waiting for them lets more appends gather into the next write.
+        let room = inner.mode == IoMode::Direct
+            && !held_back
+            && in_flight.len() < inner.writer_tuning.writes_in_flight;
+        let Some(oldest) = in_flight.front_mut() else {
             continue;
         };
-        match oldest.write.await {
-            Ok(()) => oldest.group.written(&inner),
+        let result = if room {
+            let more_work = inner.work.wait_past(seen);
+            futures::pin_mut!(more_work);
+            match futures::future::select(&mut oldest.write, more_work).await {
+                futures::future::Either::Left((result, _)) => result,
+                futures::future::Either::Right(_) => continue,
+            }
+        } else {
+            (&mut oldest.write).await
+        };
+        let oldest = in_flight.pop_front().expect("the write just awaited");
+        match result {
+            Ok(()) => written(&inner, oldest.group, oldest.durable_end, &mut in_flight).await,
             Err(e) => fail_from(&inner, oldest.group, &e, &mut in_flight).await,
         }
     }
@@ -227,8 +248,45 @@ enum Next {
     Nothing,
 }
 
+/// A group's write completed: what the file now holds is acknowledged. Appends that end in a
+/// block held back for the next write go with the next group in flight, or, when there is none,
+/// the held block is written padded now.
+async fn written(
+    inner: &Rc<LogInner>,
+    mut group: Group,
+    durable_end: u64,
+    in_flight: &mut VecDeque<InFlight>,
+) {
+    let carried = group.split_beyond(durable_end);
+    if !group.is_empty() {
+        group.written(inner);
+    }
+    let Some(carried) = carried else { return };
+    if let Some(next) = in_flight.front_mut() {
+        let carried_appends = &inner.stats.appends_carried;
+        carried_appends.set(carried_appends.get() + carried.appends.len() as u64);
+        next.group.absorb_front(carried);
+        return;
+    }
+    let path = inner.state.borrow().active().file.path().to_path_buf();
+    let held = inner
+        .direct
+        .borrow_mut()
+        .as_mut()
+        .and_then(|d| d.prepare_held_tail());
+    let result = match held {
+        Some(write) => write.run(&path).await,
+        None => Ok(()),
+    };
+    match result {
+        Ok(()) => carried.written(inner),
+        Err(e) => fail_from(inner, carried, &e, in_flight).await,
+    }
+}
+
 /// Rolls if the next append needs it, then numbers, places and starts the next group.
-async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, idle: bool) -> Next {
+async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, in_flight: usize) -> Next {
+    let idle = in_flight == 0;
     let Some(next_bytes) = inner.queue.borrow().front().map(|p| p.bytes as u64) else {
         return Next::Nothing;
     };
@@ -244,7 +302,8 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, idle: bool) -> Ne
         }
         issued.position = 0;
     }
-    let appends = group::take(inner, issued.position);
+    let free_slots = inner.writer_tuning.writes_in_flight - in_flight;
+    let appends = group::take(inner, issued.position, free_slots);
     if appends.is_empty() {
         return Next::Nothing;
     }
@@ -262,6 +321,11 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, idle: bool) -> Ne
     let chunks = std::mem::take(&mut g.chunks);
     let position = g.position;
     let fail_after_writing = faults::take_write_failure();
+    // Another write can follow this one at once: direct mode may then hold back its partial
+    // last block, which the next write carries.
+    let followed =
+        !inner.queue.borrow().is_empty() && in_flight + 1 < inner.writer_tuning.writes_in_flight;
+    let mut durable_end = g.end_position;
     let write = match inner.mode {
         IoMode::Buffered => glommio::spawn_local(async move {
             file.write_all_at(position, chunks)
@@ -275,7 +339,8 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, idle: bool) -> Ne
                 .borrow_mut()
                 .as_mut()
                 .expect("direct mode has an O_DIRECT tail on the active segment")
-                .prepare(position, &chunks);
+                .prepare(position, &chunks, followed);
+            durable_end = prepared.durable_end;
             drop(chunks);
             glommio::spawn_local(async move {
                 prepared.run(file.path()).await?;
@@ -283,7 +348,11 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, idle: bool) -> Ne
             })
         }
     };
-    Next::Issued(InFlight { group: g, write })
+    Next::Issued(InFlight {
+        group: g,
+        write,
+        durable_end,
+    })
 }
 
 /// A write failed: it and every later group in flight fail; their bytes are cut off the file,

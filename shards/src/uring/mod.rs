@@ -10,10 +10,12 @@
 //! touches it. Buffers and descriptors an operation uses are owned by its slot until the kernel has
 //! completed it, so dropping an operation's future early is safe.
 
+mod direct;
 mod file;
 mod ops;
 pub mod socket;
 
+pub use direct::{align_up, AlignedBuf, DIRECT_ALIGNMENT};
 pub use file::{mkdir, rename, sync_dir, unlink, write_atomically, File};
 pub use ops::{splice, WriteChunk};
 
