@@ -5,7 +5,7 @@ use std::fmt;
 /// How a shard writes its segment files.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum IoMode {
-    /// O_DIRECT appends through glommio DMA files; recent batches served from the shard's cache.
+    /// O_DIRECT appends through the shard's ring; recent batches served from the shard's cache.
     Direct,
     /// Writes into the page cache through io_uring; readers splice from the page cache.
     Buffered,

@@ -9,7 +9,7 @@
 //! - [`uring`]: a second io_uring ring per shard for what glommio does not expose (vectored writes
 //!   from client buffers, splice, fdatasync on our own descriptors).
 //! - [`log`]: the partition log — segments, sparse indexes, recovery, flush policy, retention, in
-//!   `direct` (O_DIRECT through glommio DMA files) and `buffered` (page cache) I/O modes.
+//!   `direct` (O_DIRECT through the shard's ring) and `buffered` (page cache) I/O modes.
 
 pub mod batch;
 pub mod config;
