@@ -12,16 +12,6 @@ use std::time::Duration;
 /// One sample: metric name, labels, value.
 type Sample = (String, BTreeMap<String, String>, f64);
 
-fn http_get(addr: &str, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).expect("metrics endpoint reachable");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("a whole response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
-    (head.to_string(), body.to_string())
-}
-
 fn parse(body: &str) -> Vec<Sample> {
     body.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
@@ -49,7 +39,7 @@ fn parse(body: &str) -> Vec<Sample> {
 }
 
 fn scrape(broker: &Broker) -> Vec<Sample> {
-    let (head, body) = http_get(&broker.metrics_addr, "/metrics");
+    let (head, body) = common::http_get(&broker.metrics_addr, "/metrics");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     parse(&body)
@@ -210,7 +200,7 @@ fn a_scrape_during_produce_and_consume_counts_what_was_sent() {
         .iter()
         .any(|(name, _, _)| name == "ferrite_fsync_duration_seconds_count"));
 
-    let (head, _) = http_get(&broker.metrics_addr, "/nothing-here");
+    let (head, _) = common::http_get(&broker.metrics_addr, "/nothing-here");
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
 }
 

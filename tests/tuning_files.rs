@@ -73,3 +73,46 @@ fn a_bad_value_is_refused_with_its_field_bounds_and_line() {
         "{stderr}"
     );
 }
+
+/// A `[core.N]` override takes effect: shard 1 writes O_DIRECT while shard 0 stays buffered,
+/// and records produced over both shards read back whole, before and after a restart.
+#[test]
+fn a_per_core_override_runs_one_shard_in_direct_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mixed.toml");
+    std::fs::write(
+        &file,
+        "[shards]\ncores = [0, 1]\nio_mode = \"buffered\"\n\n[core.1]\nio_mode = \"direct\"\ncache_bytes = 1048576\n\n[broker]\n\"num.partitions\" = 4\n",
+    )
+    .unwrap();
+    let config = file.display().to_string();
+    let mut broker = Broker::start(&["--config", &config]);
+    let input: Vec<String> = (0..400).map(|i| format!("record-{i:03}")).collect();
+    let mut stdin = input.join("\n").into_bytes();
+    stdin.push(b'\n');
+    common::kcat(
+        &broker,
+        &["-t", "mixed", "-P", "-X", "sticky.partitioning.linger.ms=0"],
+        Some(&stdin),
+    );
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let got = sorted(common::kcat_consume(&broker, "mixed", "%s\n"));
+    assert_eq!(got, input, "every record back");
+    broker.stop();
+    broker.restart();
+    let got = sorted(common::kcat_consume(&broker, "mixed", "%s\n"));
+    assert_eq!(got, input, "every record back after a restart");
+    // Only a direct-mode shard has a batch cache, and its series say which shard that is.
+    let (_, metrics) = common::http_get(&broker.metrics_addr, "/metrics");
+    assert!(
+        metrics.contains("ferrite_batch_cache_used_bytes{shard=\"1\"}"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("ferrite_batch_cache_used_bytes{shard=\"0\"}"),
+        "{metrics}"
+    );
+}

@@ -325,3 +325,14 @@ pub fn python(script: &str, args: &[&str]) -> String {
     );
     stdout
 }
+
+/// `GET path` over HTTP/1.1 (the metrics endpoint); returns the head and the body.
+pub fn http_get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("HTTP endpoint reachable");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("a whole response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    (head.to_string(), body.to_string())
+}
