@@ -116,3 +116,91 @@ fn a_per_core_override_runs_one_shard_in_direct_mode() {
         "{metrics}"
     );
 }
+
+/// `control_core` pins the broker's main thread (and the control thread it starts); the shard
+/// threads stay on their own cores.
+#[test]
+fn control_core_pins_the_non_shard_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pinned.toml");
+    std::fs::write(&file, "[shards]\ncores = [0, 1]\ncontrol_core = 1\n").unwrap();
+    let config = file.display().to_string();
+    let broker = Broker::start(&["--config", &config]);
+    let mut seen = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{}/task", broker.pid())).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap();
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        seen.push((name.trim().to_string(), cpus));
+    }
+    assert!(
+        seen.contains(&("ferrite".to_string(), "1".to_string())),
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&("shard-0-1".to_string(), "0".to_string())),
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&("shard-1-2".to_string(), "1".to_string())),
+        "{seen:?}"
+    );
+}
+
+/// `uring_entries` sizes each shard's own ring (seen in the ring's fdinfo) and the socket buffer
+/// sizes reach client connections (seen by `ss`, which shows the kernel's doubled values).
+#[test]
+fn ring_depth_and_socket_buffers_take_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sized.toml");
+    std::fs::write(
+        &file,
+        "[shards]\ncores = [0]\nuring_entries = 512\nsocket_send_buffer_bytes = 1048576\nsocket_receive_buffer_bytes = 524288\n",
+    )
+    .unwrap();
+    let config = file.display().to_string();
+    let broker = Broker::start(&["--config", &config, "--cores", "1"]);
+    common::kcat(&broker, &["-t", "sized", "-P"], Some(b"x\n"));
+    let pid = broker.pid();
+    let mut masks = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let fd = fd.unwrap().path();
+        let is_ring =
+            std::fs::read_link(&fd).is_ok_and(|l| l.to_string_lossy().contains("io_uring"));
+        if is_ring {
+            let info = std::fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                fd.file_name().unwrap().to_string_lossy()
+            ))
+            .unwrap();
+            masks.extend(
+                info.lines()
+                    .filter(|l| l.starts_with("SqMask"))
+                    .map(str::to_string),
+            );
+        }
+    }
+    assert!(
+        masks.iter().any(|m| m.ends_with("0x1ff")),
+        "a 512-entry ring: {masks:?}"
+    );
+    // A connection held open while `ss` looks at the broker's side of it.
+    let _client = std::net::TcpStream::connect(&broker.addr).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = std::process::Command::new("ss")
+        .args(["-tmn", "state", "established"])
+        .arg(format!("( sport = :{} )", broker.port))
+        .output()
+        .expect("ss (iproute2)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("rb1048576") && text.contains("tb2097152"),
+        "{text}"
+    );
+}
