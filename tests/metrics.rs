@@ -165,6 +165,15 @@ fn a_scrape_during_produce_and_consume_counts_what_was_sent() {
         );
     }
     assert_eq!(sum(&s, "ferrite_requests_refused_total", &[]), 0.0);
+    // librdkafka joins with an empty member id first; the coordinator answers
+    // MEMBER_ID_REQUIRED (79) and the member joins again with the id it was given.
+    assert!(
+        sum(
+            &s,
+            "ferrite_request_errors_total",
+            &[("api", "JoinGroup"), ("error_code", "79")]
+        ) >= 1.0
+    );
     assert_eq!(
         sum(&s, "ferrite_request_errors_total", &[("api", "Produce")]),
         0.0

@@ -16,6 +16,7 @@ const GROUP_KEY: i8 = 0;
 pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) -> Response {
     if body.key_type == GROUP_KEY {
         if let Err(code) = crate::groups::ensure_offsets_topic(shard).await {
+            shard.metrics.error(ApiKey::FindCoordinator, code);
             let resp = FindCoordinatorResponse::default()
                 .with_error_code(code)
                 .with_node_id(BrokerId(-1));

@@ -43,6 +43,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: JoinGroupRequest) -> Res
         .await
         .unwrap_or_else(|code| JoinReply::error(code, &member_id))
     };
+    shard.metrics.error(ApiKey::JoinGroup, reply.error);
     req.respond(ApiKey::JoinGroup, &response(req.version, reply))
 }
 

@@ -32,6 +32,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
         })
         .await
     };
+    match &results {
+        Err(code) => shard.metrics.error(ApiKey::LeaveGroup, *code),
+        Ok(codes) => codes
+            .iter()
+            .for_each(|&code| shard.metrics.error(ApiKey::LeaveGroup, code)),
+    }
     let resp = match results {
         Err(code) => LeaveGroupResponse::default().with_error_code(code),
         Ok(codes) if req.version >= 3 => LeaveGroupResponse::default().with_members(

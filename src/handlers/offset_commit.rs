@@ -43,6 +43,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
         .await
         .unwrap_or_else(|code| vec![code; count])
     };
+    for &code in &codes {
+        shard.metrics.error(ApiKey::OffsetCommit, code);
+    }
     let mut codes = codes.into_iter();
     let topics = body
         .topics
