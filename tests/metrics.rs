@@ -214,7 +214,7 @@ fn a_scrape_during_produce_and_consume_counts_what_was_sent() {
 }
 
 #[test]
-fn a_malformed_request_is_counted_as_refused() {
+fn refused_requests_and_error_codes_are_counted() {
     let broker = Broker::start(&["--cores", "1"]);
     let mut s = TcpStream::connect(&broker.addr).unwrap();
     // A frame of 12 bytes whose API key Ferrite does not serve (key 999).
@@ -223,7 +223,16 @@ fn a_malformed_request_is_counted_as_refused() {
     let mut buf = [0u8; 16];
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "the broker closes it");
+    // Metadata for a name Kafka does not allow answers INVALID_TOPIC_EXCEPTION (17).
+    common::kcat(&broker, &["-L", "-t", "bad/name"], None);
     let samples = scrape(&broker);
+    assert!(
+        sum(
+            &samples,
+            "ferrite_request_errors_total",
+            &[("api", "Metadata"), ("error_code", "17")]
+        ) >= 1.0
+    );
     assert_eq!(
         sum(
             &samples,

@@ -97,11 +97,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
                             .map(|p| p.replicas.len() as i16)
                             .unwrap_or(1),
                     ),
-                Err(e) => r
-                    .with_error_code(e.code())
-                    .with_error_message(Some(StrBytes::from_string(e.message())))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1),
+                Err(e) => {
+                    shard.metrics.error(ApiKey::CreateTopics, e.code());
+                    r.with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.message())))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                }
             }
         })
         .collect();

@@ -24,10 +24,16 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
                 .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
             match outcomes.iter().find(|(n, _)| *n == name).map(|(_, o)| o) {
                 Some(Ok(())) => r,
-                Some(Err(e)) => r
-                    .with_error_code(e.code())
-                    .with_error_message(Some(StrBytes::from_string(e.message()))),
-                None => r.with_error_code(super::errors::KAFKA_STORAGE_ERROR),
+                Some(Err(e)) => {
+                    shard.metrics.error(ApiKey::DeleteTopics, e.code());
+                    r.with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.message())))
+                }
+                None => {
+                    let code = super::errors::KAFKA_STORAGE_ERROR;
+                    shard.metrics.error(ApiKey::DeleteTopics, code);
+                    r.with_error_code(code)
+                }
             }
         })
         .collect();

@@ -49,6 +49,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                     } else {
                         errors::UNKNOWN_TOPIC_OR_PARTITION
                     };
+                    shard.metrics.error(ApiKey::Metadata, code);
                     MetadataResponseTopic::default()
                         .with_error_code(code)
                         .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))

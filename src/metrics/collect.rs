@@ -78,7 +78,7 @@ fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {
         let code = code.to_string();
         e.counter(
             "ferrite_request_errors_total",
-            "Kafka error codes returned, by API (per partition for Produce, Fetch and OffsetCommit).",
+            "Kafka error codes returned, by API (per partition or topic where the response has them).",
             &[("shard", shard), ("api", &api), ("error_code", &code)],
             count,
         );
