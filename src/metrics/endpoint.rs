@@ -17,23 +17,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves scrapes until the broker shuts down.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
-    loop {
-        let seen = shard.shutdown_started.generation();
-        if shard.is_shutting_down() {
-            return;
-        }
-        let accept = listener.accept();
-        let stop = shard.shutdown_started.wait_past(seen);
-        futures::pin_mut!(accept, stop);
-        let stream = match futures::future::select(accept, stop).await {
-            futures::future::Either::Left((Ok(s), _)) => s,
-            futures::future::Either::Left((Err(e), _)) => {
-                tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                glommio::timer::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-            futures::future::Either::Right(_) => return,
-        };
+    while let Some(stream) =
+        crate::server::accept_until_shutdown(&shard, &listener, "metrics endpoint").await
+    {
         let shard = shard.clone();
         glommio::spawn_local(async move {
             let answered = glommio::timer::timeout(REQUEST_TIMEOUT, answer(&shard, stream)).await;

@@ -15,6 +15,7 @@ use ferrite_shards::sync::FifoGate;
 use ferrite_shards::uring::socket::SocketFd;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::TcpStream;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
@@ -36,11 +37,13 @@ struct InFlight {
     _budget: Budget,
 }
 
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
+/// Serves one connection from `peer` (its address, when the kernel gave it).
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: Option<SocketAddr>) {
+    let client_host: Rc<str> = match peer {
+        Some(a) => Rc::from(format!("/{}", a.ip())),
+        None => Rc::from("/unknown"),
+    };
+    let peer = peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
     let _ = stream.set_nodelay(true);
     let settings = shard.config.shard(shard.id.0).clone();
     set_buffer_sizes(&stream, &settings);
@@ -54,10 +57,6 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
     let writer = ConnectionWriter::new(fd.clone(), shard.config.broker.fetch_zero_copy);
     let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
-    let client_host: Rc<str> = match stream.peer_addr() {
-        Ok(a) => Rc::from(format!("/{}", a.ip())),
-        Err(_) => Rc::from("/unknown"),
-    };
     let why = read_requests(&shard, stream, tx, client_host).await;
     tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
     write_task.await;

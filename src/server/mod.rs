@@ -268,38 +268,48 @@ impl StopBarrier {
     }
 }
 
-async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+/// The next connection on `listener`; `None` once the broker starts shutting down. A failed
+/// accept is logged (as `what`) and retried after a short pause.
+pub(crate) async fn accept_until_shutdown(
+    shard: &Shard,
+    listener: &TcpListener,
+    what: &str,
+) -> Option<glommio::net::TcpStream> {
     loop {
         let seen = shard.shutdown_started.generation();
         if shard.is_shutting_down() {
-            return;
+            return None;
         }
         let accept = listener.accept();
         let stop = shard.shutdown_started.wait_past(seen);
         futures::pin_mut!(accept, stop);
-        let stream = match futures::future::select(accept, stop).await {
-            futures::future::Either::Left((Ok(s), _)) => s,
+        match futures::future::select(accept, stop).await {
+            futures::future::Either::Left((Ok(s), _)) => return Some(s),
             futures::future::Either::Left((Err(e), _)) => {
-                tracing::warn!(shard = %shard.id, error = %e, "accept failed");
+                tracing::warn!(error = %e, "{what}: accept failed");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
-                continue;
             }
-            futures::future::Either::Right(_) => return,
-        };
+            futures::future::Either::Right(_) => return None,
+        }
+    }
+}
+
+async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+    while let Some(stream) = accept_until_shutdown(&shard, &listener, "Kafka listener").await {
         let stats = &shard.stats;
         stats
             .connections_accepted
             .set(stats.connections_accepted.get() + 1);
         stats.connections_open.set(stats.connections_open.get() + 1);
         let shard = shard.clone();
-        let peer = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
-        let span = tracing::info_span!("conn", %peer);
+        let peer = stream.peer_addr().ok();
+        let span = match peer {
+            Some(addr) => tracing::info_span!("conn", peer = %addr),
+            None => tracing::info_span!("conn", peer = "?"),
+        };
         glommio::spawn_local(tracing::Instrument::instrument(
             async move {
-                connection::serve(shard.clone(), stream).await;
+                connection::serve(shard.clone(), stream, peer).await;
                 let open = &shard.stats.connections_open;
                 open.set(open.get() - 1);
             },
