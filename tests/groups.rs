@@ -40,33 +40,9 @@ fn kafka_python_consumers_in_a_group() {
 #[test]
 fn kcat_balanced_consumer_resumes_from_committed_offsets() {
     let broker = Broker::start(&["--set", "num.partitions=3"]);
-    let lines = |from: usize, to: usize| -> Vec<u8> {
-        (from..to)
-            .flat_map(|i| format!("m{i}\n").into_bytes())
-            .collect()
-    };
+    let lines = common::numbered_lines;
     let consume = |count: usize| -> Vec<String> {
-        let out = kcat(
-            &broker,
-            &[
-                "-G",
-                "kcat-group",
-                "-X",
-                "auto.offset.reset=earliest",
-                "-c",
-                &count.to_string(),
-                "-q",
-                "-f",
-                "%s\n",
-                "balanced",
-            ],
-            None,
-        );
-        let mut got: Vec<String> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
+        let mut got = common::kcat_group_consume(&broker, "kcat-group", "balanced", count);
         got.sort();
         got
     };

@@ -389,33 +389,9 @@ fn a_groups_commits_survive_its_coordinators_death() {
     let zk = ZooKeeper::start();
     let mut brokers = start_cluster(&zk, REPLICATION);
     create_replicated(&brokers[0], "grouped");
-    let lines = |from: usize, to: usize| -> Vec<u8> {
-        (from..to)
-            .flat_map(|i| format!("m{i}\n").into_bytes())
-            .collect()
-    };
+    let lines = common::numbered_lines;
     let consume = |via: &Broker, count: usize| -> Vec<String> {
-        let out = kcat(
-            via,
-            &[
-                "-G",
-                "failover-group",
-                "-X",
-                "auto.offset.reset=earliest",
-                "-c",
-                &count.to_string(),
-                "-q",
-                "-f",
-                "%s\n",
-                "grouped",
-            ],
-            None,
-        );
-        String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect()
+        common::kcat_group_consume(via, "failover-group", "grouped", count)
     };
     let want =
         |from: usize, to: usize| -> Vec<String> { (from..to).map(|i| format!("m{i}")).collect() };

@@ -247,6 +247,36 @@ pub fn kcat(broker: &Broker, args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
 
 /// Every message of `topic` from the beginning, one line each in kcat's `-f` format (which
 /// must end in a newline).
+/// Reads `count` records of `topic` as a member of consumer group `group` (`kcat -G`, from
+/// the earliest offset when the group has none committed): one value per line.
+pub fn kcat_group_consume(broker: &Broker, group: &str, topic: &str, count: usize) -> Vec<String> {
+    let count = count.to_string();
+    let args = [
+        "-G",
+        group,
+        "-X",
+        "auto.offset.reset=earliest",
+        "-c",
+        &count,
+        "-q",
+        "-f",
+        "%s\n",
+        topic,
+    ];
+    String::from_utf8(kcat(broker, &args, None))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// `m{from}` to `m{to - 1}`, one per line: numbered records for `kcat -P`.
+pub fn numbered_lines(from: usize, to: usize) -> Vec<u8> {
+    (from..to)
+        .flat_map(|i| format!("m{i}\n").into_bytes())
+        .collect()
+}
+
 pub fn kcat_consume(broker: &Broker, topic: &str, format: &str) -> Vec<String> {
     let out = kcat(
         broker,
