@@ -48,45 +48,51 @@ fn refused(text: &str) -> (Option<i32>, String) {
 
 #[test]
 fn a_bad_value_is_refused_with_its_field_bounds_and_line() {
-    let (code, stderr) = refused("[shards]\nio_mode = \"buffered\"\nwrites_in_flight = 0\n");
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("bad.toml:3: shards.writes_in_flight: 0 is outside [1, 64]"),
-        "{stderr}"
-    );
-    let (code, stderr) = refused("[core.0]\nuring_entries = 100000\n");
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("bad.toml:2: core.0.uring_entries: 100000 is outside [16, 4096]"),
-        "{stderr}"
-    );
-    let (code, stderr) = refused("[shards]\nwrite_behind = 5\n");
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("bad.toml:2: shards.write_behind: unknown field"),
-        "{stderr}"
-    );
-    let (code, stderr) = refused("[shards]\ncontrol_core = 4095\n");
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("shards.control_core: CPU 4095 is not online"),
-        "{stderr}"
-    );
+    let cases = [
+        (
+            "[shards]\nio_mode = \"buffered\"\nwrites_in_flight = 0\n",
+            "bad.toml:3: shards.writes_in_flight: 0 is outside [1, 64]",
+        ),
+        (
+            "[core.0]\nuring_entries = 100000\n",
+            "bad.toml:2: core.0.uring_entries: 100000 is outside [16, 4096]",
+        ),
+        (
+            "[shards]\nwrite_behind = 5\n",
+            "bad.toml:2: shards.write_behind: unknown field",
+        ),
+        (
+            "[shards]\ncontrol_core = 4095\n",
+            "shards.control_core: CPU 4095 is not online",
+        ),
+    ];
+    for (text, message) in cases {
+        let (code, stderr) = refused(text);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+    }
+}
+
+/// A broker started with a tuning file of `text` (and `extra` flags); the directory holding
+/// the file lives as long as the returned guard.
+fn start_with_tuning(text: &str, extra: &[&str]) -> (Broker, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tuning.toml");
+    std::fs::write(&file, text).unwrap();
+    let config = file.display().to_string();
+    let mut args = vec!["--config", config.as_str()];
+    args.extend_from_slice(extra);
+    (Broker::start(&args), dir)
 }
 
 /// A `[core.N]` override takes effect: shard 1 writes O_DIRECT while shard 0 stays buffered,
 /// and records produced over both shards read back whole, before and after a restart.
 #[test]
 fn a_per_core_override_runs_one_shard_in_direct_mode() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mixed.toml");
-    std::fs::write(
-        &file,
+    let (mut broker, _dir) = start_with_tuning(
         "[shards]\ncores = [0, 1]\nio_mode = \"buffered\"\n\n[core.1]\nio_mode = \"direct\"\ncache_bytes = 1048576\n\n[broker]\n\"num.partitions\" = 4\n",
-    )
-    .unwrap();
-    let config = file.display().to_string();
-    let mut broker = Broker::start(&["--config", &config]);
+        &[],
+    );
     let input: Vec<String> = (0..400).map(|i| format!("record-{i:03}")).collect();
     let mut stdin = input.join("\n").into_bytes();
     stdin.push(b'\n');
@@ -121,11 +127,7 @@ fn a_per_core_override_runs_one_shard_in_direct_mode() {
 /// threads stay on their own cores.
 #[test]
 fn control_core_pins_the_non_shard_threads() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("pinned.toml");
-    std::fs::write(&file, "[shards]\ncores = [0, 1]\ncontrol_core = 1\n").unwrap();
-    let config = file.display().to_string();
-    let broker = Broker::start(&["--config", &config]);
+    let (broker, _dir) = start_with_tuning("[shards]\ncores = [0, 1]\ncontrol_core = 1\n", &[]);
     let mut seen = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{}/task", broker.pid())).unwrap() {
         let task = task.unwrap().path();
@@ -157,15 +159,10 @@ fn control_core_pins_the_non_shard_threads() {
 /// sizes reach client connections (seen by `ss`, which shows the kernel's doubled values).
 #[test]
 fn ring_depth_and_socket_buffers_take_effect() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("sized.toml");
-    std::fs::write(
-        &file,
+    let (broker, _dir) = start_with_tuning(
         "[shards]\ncores = [0]\nuring_entries = 512\nsocket_send_buffer_bytes = 1048576\nsocket_receive_buffer_bytes = 524288\n",
-    )
-    .unwrap();
-    let config = file.display().to_string();
-    let broker = Broker::start(&["--config", &config, "--cores", "1"]);
+        &["--cores", "1"],
+    );
     common::kcat(&broker, &["-t", "sized", "-P"], Some(b"x\n"));
     let pid = broker.pid();
     let mut masks = Vec::new();
