@@ -117,7 +117,6 @@ async fn read_requests(
             Err(e) => return e.to_string(),
         };
         let stats = &shard.stats;
-        stats.requests.set(stats.requests.get() + 1);
         stats.bytes_in.set(stats.bytes_in.get() + 4 + size as u64);
         let response =
             glommio::spawn_local(handlers::handle(shard.clone(), frame, client_host.clone()))

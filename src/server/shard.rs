@@ -32,7 +32,6 @@ const OPEN_CONCURRENCY: usize = 16;
 pub struct ShardStats {
     pub connections_accepted: Cell<u64>,
     pub connections_open: Cell<u64>,
-    pub requests: Cell<u64>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
 }

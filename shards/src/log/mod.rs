@@ -100,8 +100,6 @@ pub struct LogStats {
     pub appended_records: Cell<u64>,
     pub appended_bytes: Cell<u64>,
     pub fdatasyncs: Cell<u64>,
-    pub fdatasync_micros: Cell<u64>,
-    pub cache_hits: Cell<u64>,
     /// Direct mode: appends acknowledged with the write after theirs, which carried the
     /// partial block their write held back.
     pub appends_carried: Cell<u64>,

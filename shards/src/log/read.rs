@@ -161,10 +161,6 @@ impl super::Log {
         let last = batches.last()?;
         let next_offset = last.last_offset + 1;
         let bytes = batches.iter().map(|b| b.len() as u64).sum();
-        self.inner
-            .stats
-            .cache_hits
-            .set(self.inner.stats.cache_hits.get() + 1);
         Some(ReadResult {
             chunks: batches
                 .into_iter()
