@@ -112,17 +112,22 @@ impl Request {
 /// Decodes and serves one request frame, and counts it in the shard's metrics.
 pub async fn handle(shard: Rc<Shard>, frame: Bytes, client_host: Rc<str>) -> Response {
     let started = Instant::now();
-    let api_key = protocol::peek_header(&frame).map(|p| p.api_key);
-    let response = dispatch(&shard, frame, client_host).await;
+    let peek = protocol::peek_header(&frame);
+    let response = dispatch(&shard, frame, peek, client_host).await;
     let refused = matches!(response, Response::Close(_));
     shard
         .metrics
-        .request_done(api_key, started.elapsed(), refused);
+        .request_done(peek.map(|p| p.api_key), started.elapsed(), refused);
     response
 }
 
-async fn dispatch(shard: &Rc<Shard>, mut frame: Bytes, client_host: Rc<str>) -> Response {
-    let Some(peek) = protocol::peek_header(&frame) else {
+async fn dispatch(
+    shard: &Rc<Shard>,
+    mut frame: Bytes,
+    peek: Option<PeekedHeader>,
+    client_host: Rc<str>,
+) -> Response {
+    let Some(peek) = peek else {
         return Response::Close(format!(
             "a {}-byte frame is too short for a request header",
             frame.len()
