@@ -10,16 +10,16 @@ use std::collections::BTreeMap;
 pub fn shard(shard: &Shard) -> Exposition {
     let mut e = Exposition::default();
     let id = shard.id.0.to_string();
-    let s: &[(&str, &str)] = &[("shard", &id)];
-    connections(&mut e, shard, s);
+    connections(&mut e, shard, &id);
     requests(&mut e, &shard.metrics, &id);
-    engine(&mut e, shard, s);
+    engine(&mut e, shard, &id);
     partitions(&mut e, shard, &id);
-    groups(&mut e, shard, s);
+    groups(&mut e, shard, &id);
     e
 }
 
-fn connections(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
+fn connections(e: &mut Exposition, shard: &Shard, id: &str) {
+    let s: &[(&str, &str)] = &[("shard", id)];
     let st = &shard.stats;
     e.gauge(
         "ferrite_connections_open",
@@ -100,9 +100,9 @@ fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {
     }
 }
 
-fn engine(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
+fn engine(e: &mut Exposition, shard: &Shard, id: &str) {
+    let s: &[(&str, &str)] = &[("shard", id)];
     let router = shard.router().stats();
-    let id = s[0].1;
     for (target, calls) in [
         ("local", router.local_calls.get()),
         ("remote", router.remote_calls.get()),
@@ -229,7 +229,7 @@ fn partitions(e: &mut Exposition, shard: &Shard, id: &str) {
     }
 }
 
-fn groups(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
+fn groups(e: &mut Exposition, shard: &Shard, id: &str) {
     let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
     for (_, _, state) in shard.groups.list() {
         *by_state.entry(state).or_default() += 1;
@@ -243,7 +243,7 @@ fn groups(e: &mut Exposition, shard: &Shard, s: &[(&str, &str)]) {
         e.gauge(
             "ferrite_consumer_groups",
             "Consumer groups this shard coordinates, by state.",
-            &[("shard", s[0].1), ("state", state)],
+            &[("shard", id), ("state", state)],
             by_state.get(state).copied().unwrap_or(0) as f64,
         );
     }
