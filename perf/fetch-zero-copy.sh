@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Broker CPU per GB fetched: zero-copy fetch (splice from the page cache) against the copying
-# path (`fetch.zero.copy.enable=false`: read into memory, then send), same data, same consumer.
+# path (`fetch.zero.copy.enable=false`: read into memory, then send), same data, same consumer
+# (kcat). Then the cost of down-conversion for old readers, with one consumer that can be both:
+# Sarama (Debian's 1.22) set to Kafka 2.2.0 reads v2 batches with Fetch v4 (zero copy), set to
+# 0.10.0.0 it reads with Fetch v2, which the broker answers with magic 1 message sets built in
+# memory.
 #
 #   perf/fetch-zero-copy.sh [GIB] [PASSES]      (default 1 GiB, 3 consuming passes)
 #
@@ -25,6 +29,9 @@ start() { # extra args
 }
 stop() { kill -TERM "$pid"; wait "$pid" || true; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+sarama=target/perf-sarama-client
+(cd tests/clients/sarama && GO111MODULE=off GOPATH=/usr/share/gocode GOPROXY=off \
+  GOCACHE="$PWD/../../../target/tmp/go/cache" go build -o "../../../$sarama" .)
 consume() {
   kcat -b 127.0.0.1:$port -C -t zc -p 0 -o beginning -e -q -f '' \
     -X fetch.max.bytes=52428800 -X max.partition.fetch.bytes=16777216 >/dev/null
@@ -44,11 +51,26 @@ log_bytes=$(du -cb "$dir"/data/zc-0/*.log | tail -1 | cut -f1)
 hz=$(getconf CLK_TCK)
 echo "partition holds $log_bytes bytes; $passes passes each"
 printf '| fetch path | GB sent | broker CPU s | CPU s per GB | wall s |\n|---|---|---|---|---|\n'
-for mode in zero-copy copying; do
-  if [ "$mode" = copying ]; then start --set fetch.zero.copy.enable=false; else start; fi
-  consume # warm the page cache
+records=$(python3 -c "print(int(float('$gib') * 1024 * 1024))")
+sarama_consume() { # sarama version
+  "$sarama" consume -brokers 127.0.0.1:$port -version "$1" -topic zc -partitions 0 \
+    -offset oldest -count "$records" -linger 0s -timeout 1200s >/dev/null
+}
+for mode in zero-copy copying sarama-fetch-v4 sarama-fetch-v2-down-converted; do
+  case $mode in
+    copying) start --set fetch.zero.copy.enable=false ;;
+    *) start ;;
+  esac
+  read_once() {
+    case $mode in
+      sarama-fetch-v4) sarama_consume 2.2.0 ;;
+      sarama-fetch-v2-down-converted) sarama_consume 0.10.0.0 ;;
+      *) consume ;;
+    esac
+  }
+  read_once # warm the page cache
   before=$(cpu_ticks); t0=$(date +%s.%N)
-  for _ in $(seq "$passes"); do consume; done
+  for _ in $(seq "$passes"); do read_once; done
   t1=$(date +%s.%N); after=$(cpu_ticks)
   stop
   python3 - "$mode" "$log_bytes" "$passes" "$before" "$after" "$hz" "$t0" "$t1" <<'PY'

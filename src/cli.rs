@@ -252,7 +252,11 @@ impl ServeArgs {
             shards: cores.iter().map(|&c| tuning.shard_for_cpu(c)).collect(),
             cores,
             node_id: self.node_id,
-            zookeeper: self.zookeeper.clone(),
+            zookeeper: self
+                .zookeeper
+                .as_deref()
+                .map(crate::config::ZkConnect::parse)
+                .transpose()?,
             metrics: match self.metrics.as_str() {
                 "off" => None,
                 addr => Some(resolve_addr("--metrics", addr)?),

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::cluster::{broker_ids, leaders, metadata, start_cluster, wait_until, SESSION_MS};
+use common::cluster::{
+    broker_ids, leaders, metadata, start_broker_on, start_cluster, wait_until, SESSION_MS,
+};
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -211,4 +213,48 @@ fn leaders_keep_serving_while_zookeeper_is_unreachable() {
     let md = metadata(&brokers[0], Some("quiet"));
     assert_eq!(broker_ids(&md), [1, 2, 3]);
     assert_eq!(leaders(&md, "quiet"), before);
+}
+
+#[test]
+fn a_missing_chroot_is_created_and_brokers_under_it_see_only_each_other() {
+    let zk = ZooKeeper::start();
+    let rooted = format!("{}/kafka/prod", zk.connect_string());
+    let under_chroot: Vec<Broker> = (1..=2).map(|n| start_broker_on(&rooted, n, &[])).collect();
+    let at_root = start_broker_on(&zk.connect_string(), 3, &[]);
+    wait_until(
+        Duration::from_secs(20),
+        "both brokers under the chroot see each other",
+        || broker_ids(&metadata(&under_chroot[0], None)) == [1, 2],
+    );
+    assert_eq!(
+        broker_ids(&metadata(&at_root, None)),
+        [3],
+        "the root is another cluster"
+    );
+    let sessions = zk.four_letter("dump");
+    assert!(
+        sessions.contains("/kafka/prod/brokers/ids/1"),
+        "registered under the chroot Kafka's way: {sessions}"
+    );
+    assert!(sessions.contains("/brokers/ids/3"), "{sessions}");
+}
+
+#[test]
+fn a_chroot_zookeeper_cannot_hold_stops_the_broker_with_a_clear_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args([
+            "serve",
+            "--zookeeper",
+            "127.0.0.1:1/kafka//prod",
+            "--data-dir",
+        ])
+        .arg(tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--zookeeper") && stderr.contains("chroot"),
+        "{stderr}"
+    );
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use common::wire::{connect, frame, read_frame};
 use common::Broker;
 use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
@@ -34,7 +34,9 @@ fn assert_serving(broker: &mut Broker) {
         ApiKey::ApiVersions,
         3,
         1,
-        &ApiVersionsRequest::default(),
+        &ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("hostile-test"))
+            .with_client_software_version(StrBytes::from_static_str("1")),
     ))
     .unwrap();
     let mut body = read_frame(&mut s).expect("ApiVersions answered");
@@ -124,7 +126,7 @@ fn an_unsupported_api_versions_version_gets_a_v0_answer() {
     let v = ApiVersionsResponse::decode(&mut body, 0).unwrap();
     assert_eq!(v.error_code, 35, "UNSUPPORTED_VERSION");
     assert_eq!(v.api_keys[0].api_key, 18);
-    assert_eq!(v.api_keys[0].max_version, 3);
+    assert_eq!(v.api_keys[0].max_version, 4);
 }
 
 #[test]
@@ -175,36 +177,49 @@ fn a_corrupt_batch_is_refused_with_an_error_code_and_nothing_is_written() {
 }
 
 #[test]
-fn produce_before_v3_is_refused_per_partition() {
+fn an_old_message_set_with_a_bad_crc_is_refused_and_nothing_is_written() {
     let broker = Broker::start(&[]);
     let mut s = connect(&broker);
-    // Produce v2: acks, timeout, [topic, [partition, records]] after a v1 header.
-    let mut f = BytesMut::new();
-    f.put_i32(0);
-    f.put_i16(0); // api key
-    f.put_i16(2); // version
-    f.put_i32(77);
-    f.put_i16(-1); // null client id
-    f.put_i16(1);
-    f.put_i32(1000);
-    f.put_i32(1);
-    f.put_i16(7);
-    f.put_slice(b"ancient");
-    f.put_i32(1);
-    f.put_i32(0);
-    f.put_i32(0);
-    let n = (f.len() - 4) as i32;
-    f[..4].copy_from_slice(&n.to_be_bytes());
-    s.write_all(&f).unwrap();
-    let mut body = read_frame(&mut s).expect("answered");
-    let _ = ResponseHeader::decode(&mut body, 0).unwrap();
-    // v2 response: [topic [partition, error, base_offset, log_append_time]], throttle.
-    let b = body.to_vec();
-    let name_len = i16::from_be_bytes([b[4], b[5]]) as usize;
-    let at = 6 + name_len + 4 + 4;
-    assert_eq!(
-        i16::from_be_bytes([b[at], b[at + 1]]),
-        35,
-        "UNSUPPORTED_VERSION"
+    let ask = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("hostile")))),
+    ]));
+    s.write_all(&frame(ApiKey::Metadata, 12, 1, &ask)).unwrap();
+    read_frame(&mut s).expect("Metadata answered");
+    let mut set = BytesMut::new();
+    ferrite_shards::batch::legacy::put_message(
+        &mut set,
+        &ferrite_shards::batch::legacy::Message {
+            offset: 0,
+            magic: 1,
+            attributes: 0,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(b"old client"),
+        },
     );
+    let good = set.clone().freeze();
+    let mut bad = set.to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x20; // the message's CRC-32 no longer matches
+    for (i, (records, code)) in [(Bytes::from(bad), 2i16), (good, 0)]
+        .into_iter()
+        .enumerate()
+    {
+        s.write_all(&frame(
+            ApiKey::Produce,
+            2,
+            10 + i as i32,
+            &produce_request(records),
+        ))
+        .unwrap();
+        let mut body = read_frame(&mut s).expect("produce answered");
+        let _ = ResponseHeader::decode(&mut body, 0).unwrap();
+        let resp = ProduceResponse::decode(&mut body, 2).unwrap();
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, code, "Produce v2, case {i}");
+        if code == 0 {
+            assert_eq!(p.base_offset, 0, "the corrupt set wrote nothing");
+        }
+    }
 }

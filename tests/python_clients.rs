@@ -24,3 +24,49 @@ fn kafka_python_with_its_defaults() {
     let out = python("kafka_python_defaults.py", &[&broker.addr]);
     assert!(out.contains("kafka-python ok"), "{out}");
 }
+
+/// kafka-python 3's KafkaAdminClient (topics, configs, partitions, groups), a group of two
+/// KafkaConsumer processes with one killed and restarted, and KafkaProducer with every codec
+/// (tests/clients/kafka_python_admin.py prints each step and what it negotiated).
+#[test]
+fn kafka_python_admin_client_groups_and_every_codec() {
+    use ferrite_shards::batch::{split_batches, BatchHeader, Compression};
+    let broker = Broker::start(&["--set", "num.partitions=2"]);
+    let out = python("kafka_python_admin.py", &[&broker.addr]);
+    println!("{out}");
+    assert!(out.contains("kafka-python admin ok"), "{out}");
+    // The producer's batches are stored as it compressed them.
+    for (codec, want) in [
+        ("none", Compression::None),
+        ("gzip", Compression::Gzip),
+        ("snappy", Compression::Snappy),
+        ("lz4", Compression::Lz4),
+        ("zstd", Compression::Zstd),
+    ] {
+        for partition in 0..2 {
+            let dir = broker
+                .data_dir
+                .join(format!("kpa-codec-{codec}-{partition}"));
+            let mut stored = Vec::new();
+            for entry in
+                std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "log") {
+                    let bytes = bytes::Bytes::from(std::fs::read(&path).unwrap());
+                    for b in split_batches(&bytes).unwrap_or_default() {
+                        stored.push(BatchHeader::parse(&b).unwrap().compression().unwrap());
+                    }
+                }
+            }
+            assert!(
+                !stored.is_empty(),
+                "{codec}/{partition}: no batches on disk"
+            );
+            assert!(
+                stored.iter().all(|c| *c == want),
+                "{codec}/{partition}: stored as {stored:?}"
+            );
+        }
+    }
+}

@@ -112,7 +112,10 @@ impl Conn {
 
     fn negotiate(&mut self) -> Result<()> {
         // ApiVersions v3 first; a broker that refuses it answers in v0 with its range.
-        let versions: ApiVersionsResponse = match self.call_at(3, &ApiVersionsRequest::default()) {
+        let hello = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("ferrite-bench"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let versions: ApiVersionsResponse = match self.call_at(3, &hello) {
             Ok(v) if v.error_code == 0 => v,
             _ => self.call_at(0, &ApiVersionsRequest::default())?,
         };

@@ -1,5 +1,6 @@
 //! Per-topic log settings under Kafka's names, each with its default, bounds and meaning.
 
+use crate::batch::TimestampType;
 use std::fmt;
 
 /// How a shard writes its segment files.
@@ -98,6 +99,37 @@ pub struct LogConfig {
     pub delete_retention_ms: i64,
     /// `min.cleanable.dirty.ratio`: share of a compacted log that must be uncleaned before a pass.
     pub min_cleanable_dirty_ratio: f64,
+    /// `message.timestamp.type`: keep the producer's timestamps, or stamp the broker's clock.
+    pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`: how far behind the broker's clock a CreateTime may be.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far ahead of the broker's clock it may be.
+    pub message_timestamp_after_max_ms: i64,
+    /// `message.timestamp.difference.max.ms` (deprecated by KIP-937): both bounds at once,
+    /// for whichever of the two above is left at its default.
+    pub message_timestamp_difference_max_ms: i64,
+    /// `message.downconversion.enable`: whether Fetch v0–3 readers get converted message sets
+    /// (off: UNSUPPORTED_VERSION). Followers never need conversion.
+    pub message_downconversion_enable: bool,
+}
+
+impl LogConfig {
+    /// The CreateTime window in force: KIP-937's before/after bounds, each falling back to the
+    /// deprecated difference bound while left at its default (Kafka's
+    /// `LogConfig.getMessageTimestampBeforeMaxMs`).
+    pub fn timestamp_window_ms(&self) -> (i64, i64) {
+        let pick = |bound: i64| {
+            if bound == i64::MAX {
+                self.message_timestamp_difference_max_ms
+            } else {
+                bound
+            }
+        };
+        (
+            pick(self.message_timestamp_before_max_ms),
+            pick(self.message_timestamp_after_max_ms),
+        )
+    }
 }
 
 impl Default for LogConfig {
@@ -114,6 +146,11 @@ impl Default for LogConfig {
             cleanup_policy: CleanupPolicy::Delete,
             delete_retention_ms: 24 * 3_600_000,
             min_cleanable_dirty_ratio: 0.5,
+            message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
+            message_timestamp_difference_max_ms: i64::MAX,
+            message_downconversion_enable: true,
         }
     }
 }
@@ -191,6 +228,36 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         max: i32::MAX as i64,
     },
     ConfigKey {
+        name: "message.downconversion.enable",
+        doc: "whether Fetch v0-3 readers get down-converted message sets",
+        min: 0,
+        max: 0,
+    },
+    ConfigKey {
+        name: "message.timestamp.after.max.ms",
+        doc: "how far a record's CreateTime may be ahead of the broker's clock",
+        min: 0,
+        max: i64::MAX,
+    },
+    ConfigKey {
+        name: "message.timestamp.before.max.ms",
+        doc: "how far a record's CreateTime may be behind the broker's clock",
+        min: 0,
+        max: i64::MAX,
+    },
+    ConfigKey {
+        name: "message.timestamp.difference.max.ms",
+        doc: "deprecated: both timestamp bounds at once, where the two above are unset",
+        min: 0,
+        max: i64::MAX,
+    },
+    ConfigKey {
+        name: "message.timestamp.type",
+        doc: "CreateTime (the producer's clock) or LogAppendTime (the broker's)",
+        min: 0,
+        max: 0,
+    },
+    ConfigKey {
         name: "min.cleanable.dirty.ratio",
         doc: "dirty share that triggers compaction",
         min: 0,
@@ -240,6 +307,22 @@ impl LogConfig {
                     .ok_or_else(|| bad("delete, compact or compact,delete".into()))?;
                 return Ok(());
             }
+            "message.timestamp.type" => {
+                self.message_timestamp_type = match value.trim() {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => return Err(bad("CreateTime or LogAppendTime".into())),
+                };
+                return Ok(());
+            }
+            "message.downconversion.enable" => {
+                self.message_downconversion_enable = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad("true or false".into())),
+                };
+                return Ok(());
+            }
             "min.cleanable.dirty.ratio" => {
                 let v: f64 = value
                     .trim()
@@ -264,6 +347,9 @@ impl LogConfig {
             "flush.ms" => self.flush_ms = v,
             "index.interval.bytes" => self.index_interval_bytes = v as u32,
             "max.message.bytes" => self.max_message_bytes = v as usize,
+            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms = v,
+            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms = v,
+            "message.timestamp.difference.max.ms" => self.message_timestamp_difference_max_ms = v,
             "retention.bytes" => self.retention_bytes = v,
             "retention.ms" => self.retention_ms = v,
             "segment.bytes" => self.segment_bytes = v as u64,
@@ -282,6 +368,16 @@ impl LogConfig {
             "flush.ms" => self.flush_ms.to_string(),
             "index.interval.bytes" => self.index_interval_bytes.to_string(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
+            "message.downconversion.enable" => self.message_downconversion_enable.to_string(),
+            "message.timestamp.after.max.ms" => self.message_timestamp_after_max_ms.to_string(),
+            "message.timestamp.before.max.ms" => self.message_timestamp_before_max_ms.to_string(),
+            "message.timestamp.difference.max.ms" => {
+                self.message_timestamp_difference_max_ms.to_string()
+            }
+            "message.timestamp.type" => match self.message_timestamp_type {
+                TimestampType::CreateTime => "CreateTime".to_string(),
+                TimestampType::LogAppendTime => "LogAppendTime".to_string(),
+            },
             "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio.to_string(),
             "retention.bytes" => self.retention_bytes.to_string(),
             "retention.ms" => self.retention_ms.to_string(),

@@ -9,7 +9,7 @@
 //! thread and handed to each shard before it starts.
 
 use crate::placement::ShardId;
-use crate::sync::FifoGate;
+use crate::sync::{FifoGate, Latch};
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use glommio::channels::shared_channel::{self, ConnectedSender, SharedReceiver, SharedSender};
@@ -73,6 +73,8 @@ pub struct Router<S: 'static> {
     outboxes: Vec<Option<Rc<Outbox<S>>>>,
     state: Rc<S>,
     stats: RouterStats,
+    /// Calls from other shards wait for it: the state must be whole before it serves them.
+    inbox_open: Rc<Latch>,
 }
 
 /// Calls waiting to enter one target's channel, in the order they were made.
@@ -132,8 +134,9 @@ impl<S: 'static> Endpoints<S> {
         self.shard
     }
 
-    /// Connects the channels on this shard's executor and starts serving calls from the others
-    /// with `state`.
+    /// Connects the channels on this shard's executor. Calls from the others are served with
+    /// `state` once the router's inbox is opened (`open_inbox`): until then they wait in the
+    /// channels, so a shard still starting never runs another shard's call half-ready.
     pub async fn connect(self, state: Rc<S>) -> Router<S> {
         let shards = self.senders.len();
         // Each end waits for its peer to connect the other end: connect them all at once.
@@ -146,9 +149,12 @@ impl<S: 'static> Endpoints<S> {
         let receivers =
             futures::future::join_all(self.receivers.into_iter().flatten().map(|r| r.connect()));
         let (senders, receivers) = futures::future::join(senders, receivers).await;
+        let inbox_open = Rc::new(Latch::default());
         for receiver in receivers {
             let state = state.clone();
+            let inbox_open = inbox_open.clone();
             glommio::spawn_local(async move {
+                inbox_open.wait().await;
                 while let Some(job) = receiver.recv().await {
                     glommio::spawn_local(job(state.clone())).detach();
                 }
@@ -174,6 +180,7 @@ impl<S: 'static> Endpoints<S> {
                 .collect(),
             state,
             stats: RouterStats::default(),
+            inbox_open,
         }
     }
 }
@@ -189,6 +196,11 @@ impl<S: 'static> Router<S> {
 
     pub fn stats(&self) -> &RouterStats {
         &self.stats
+    }
+
+    /// Starts serving the calls other shards send here (they wait until then).
+    pub fn open_inbox(&self) {
+        self.inbox_open.open();
     }
 
     /// Runs `f` on `target` with its state and returns the result. `None` when the target
@@ -255,6 +267,7 @@ mod tests {
                             seen: RefCell::new(Vec::new()),
                         });
                         let router = ep.connect(state.clone()).await;
+                        router.open_inbox();
                         if me == 0 {
                             // 100 calls through a channel of 4: waits, then in order.
                             let calls = (0..100u32).map(|i| {

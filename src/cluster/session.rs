@@ -14,6 +14,7 @@ use super::requests::{self, CreateOutcome, Request};
 use super::view::{self, ZkTree};
 use super::znodes::{self, BrokerRegistration, ControllerRegistration};
 use super::{duties, zk, ZkHandle};
+use crate::config::ZkConnect;
 use crate::metadata::{cluster_id_string, random_id, ClusterMetadata};
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
@@ -35,8 +36,7 @@ const LEADERS_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
-    /// `host:port[,host:port][/chroot]`.
-    pub connect: String,
+    pub connect: ZkConnect,
     pub node_id: i32,
     pub host: String,
     pub port: u16,
@@ -146,8 +146,9 @@ impl ControlLoop {
         let client = Client::connector()
             .with_session_timeout(o.session_timeout)
             .with_connection_timeout(o.session_timeout)
-            .connect(&o.connect)
+            .connect(&o.connect.servers)
             .await?;
+        let client = rooted(client, &o.connect).await?;
         for path in znodes::PARENTS {
             zk::create_if_missing(&client, path, b"").await?;
         }
@@ -430,4 +431,22 @@ async fn bump_controller_epoch(client: &Client) -> Result<i32, Error> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The session's client under the chroot, which is created first when missing: Kafka makes
+/// sure the chroot exists before it uses it (`KafkaServer.initZkClient`), so a new cluster
+/// needs no manual step. Every path is created on the same session as the rooted client uses.
+async fn rooted(client: Client, connect: &ZkConnect) -> Result<Client, Error> {
+    let Some(chroot) = &connect.chroot else {
+        return Ok(client);
+    };
+    for path in connect.chroot_ancestry() {
+        if let Err(e) = zk::create_if_missing(&client, &path, b"").await {
+            tracing::error!(chroot = %chroot, path = %path, error = %e, "creating the ZooKeeper chroot failed");
+            return Err(e);
+        }
+    }
+    client
+        .chroot(chroot.as_str())
+        .map_err(|_| Error::BadArguments(&"invalid chroot"))
 }

@@ -47,6 +47,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         1,
     ),
     key(
+        "compression.type",
+        "default compression.type: only producer (batches are stored as producers compressed them)",
+        "producer",
+        0,
+        0,
+    ),
+    key(
         "connections.max.idle.ms",
         "close connections idle this long",
         "600000",
@@ -59,6 +66,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "1",
         1,
         32767,
+    ),
+    key(
+        "delete.topic.enable",
+        "whether DeleteTopics may delete topics (TOPIC_DELETION_DISABLED when not)",
+        "true",
+        0,
+        1,
     ),
     key(
         "fetch.zero.copy.enable",
@@ -166,9 +180,23 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         I32_MAX,
     ),
     key(
+        "log.retention.hours",
+        "default retention.ms in hours, unless log.retention.minutes or log.retention.ms is set",
+        "168",
+        -1,
+        I32_MAX,
+    ),
+    key(
+        "log.retention.minutes",
+        "default retention.ms in minutes, unless log.retention.ms is set",
+        "",
+        -1,
+        I32_MAX,
+    ),
+    key(
         "log.retention.ms",
-        "default retention.ms",
-        "604800000",
+        "default retention.ms; takes precedence over log.retention.minutes and log.retention.hours",
+        "",
         -1,
         i64::MAX,
     ),
@@ -185,6 +213,41 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "1073741824",
         1024,
         I32_MAX,
+    ),
+    key(
+        "log.message.downconversion.enable",
+        "default message.downconversion.enable",
+        "true",
+        0,
+        1,
+    ),
+    key(
+        "log.message.timestamp.after.max.ms",
+        "default message.timestamp.after.max.ms",
+        "9223372036854775807",
+        0,
+        i64::MAX,
+    ),
+    key(
+        "log.message.timestamp.before.max.ms",
+        "default message.timestamp.before.max.ms",
+        "9223372036854775807",
+        0,
+        i64::MAX,
+    ),
+    key(
+        "log.message.timestamp.difference.max.ms",
+        "default message.timestamp.difference.max.ms (deprecated)",
+        "9223372036854775807",
+        0,
+        i64::MAX,
+    ),
+    key(
+        "log.message.timestamp.type",
+        "default message.timestamp.type: CreateTime or LogAppendTime",
+        "CreateTime",
+        0,
+        0,
     ),
     key(
         "message.max.bytes",
@@ -266,6 +329,7 @@ pub struct BrokerSettings {
     pub leader_imbalance_check_interval_seconds: u64,
     pub connections_max_idle_ms: i64,
     pub default_replication_factor: i16,
+    pub delete_topic_enable: bool,
     pub fetch_zero_copy: bool,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_max_session_timeout_ms: u64,
@@ -286,6 +350,8 @@ pub struct BrokerSettings {
     pub zookeeper_session_timeout_ms: u64,
     /// Defaults for topic-level log settings.
     pub log: LogConfig,
+    /// log.retention.{ms, minutes, hours} as set (`None`: unset); the most precise one wins.
+    retention_by_unit: [Option<i64>; 3],
     /// Names set explicitly (tuning file), reported as STATIC_BROKER_CONFIG.
     pub explicit: Vec<String>,
     values: Vec<(&'static str, String)>,
@@ -299,6 +365,7 @@ impl Default for BrokerSettings {
             leader_imbalance_check_interval_seconds: 300,
             connections_max_idle_ms: 600_000,
             default_replication_factor: 1,
+            delete_topic_enable: true,
             fetch_zero_copy: true,
             group_initial_rebalance_delay_ms: 3000,
             group_max_session_timeout_ms: 1_800_000,
@@ -318,13 +385,14 @@ impl Default for BrokerSettings {
             replica_lag_time_max_ms: 30_000,
             zookeeper_session_timeout_ms: 18_000,
             log: LogConfig::default(),
+            retention_by_unit: [None; 3],
             explicit: Vec::new(),
             values: BROKER_KEYS
                 .iter()
                 .map(|k| (k.name, k.default.to_string()))
                 .collect(),
         };
-        for k in BROKER_KEYS {
+        for k in BROKER_KEYS.iter().filter(|k| !k.default.is_empty()) {
             s.apply(k.name, k.default).expect("defaults are valid");
         }
         s
@@ -386,6 +454,13 @@ impl BrokerSettings {
             }
             "connections.max.idle.ms" => self.connections_max_idle_ms = int()?,
             "default.replication.factor" => self.default_replication_factor = int()? as i16,
+            "delete.topic.enable" => self.delete_topic_enable = parse_bool(name, value)?,
+            "compression.type" if value.trim() == "producer" => {}
+            "compression.type" => {
+                return Err(bad(format!(
+                    "{value:?}: Ferrite stores batches as producers compressed them (producer)"
+                )))
+            }
             "fetch.zero.copy.enable" => self.fetch_zero_copy = parse_bool(name, value)?,
             "group.initial.rebalance.delay.ms" => {
                 self.group_initial_rebalance_delay_ms = int()? as u64
@@ -404,9 +479,24 @@ impl BrokerSettings {
             "log.recovery.checkpoint.interval.ms" => self.recovery_checkpoint_interval_ms = int()?,
             "log.retention.bytes" => log_key(&mut self.log, "retention.bytes")?,
             "log.retention.check.interval.ms" => self.retention_check_interval_ms = int()?,
-            "log.retention.ms" => log_key(&mut self.log, "retention.ms")?,
+            "log.retention.ms" | "log.retention.minutes" | "log.retention.hours" => {
+                self.set_retention(name, int()?)?
+            }
             "log.roll.ms" => log_key(&mut self.log, "segment.ms")?,
             "log.segment.bytes" => log_key(&mut self.log, "segment.bytes")?,
+            "log.message.downconversion.enable" => {
+                log_key(&mut self.log, "message.downconversion.enable")?
+            }
+            "log.message.timestamp.after.max.ms" => {
+                log_key(&mut self.log, "message.timestamp.after.max.ms")?
+            }
+            "log.message.timestamp.before.max.ms" => {
+                log_key(&mut self.log, "message.timestamp.before.max.ms")?
+            }
+            "log.message.timestamp.difference.max.ms" => {
+                log_key(&mut self.log, "message.timestamp.difference.max.ms")?
+            }
+            "log.message.timestamp.type" => log_key(&mut self.log, "message.timestamp.type")?,
             "message.max.bytes" => log_key(&mut self.log, "max.message.bytes")?,
             "min.insync.replicas" => self.min_insync_replicas = int()? as i32,
             "num.partitions" => self.num_partitions = int()? as i32,
@@ -427,26 +517,58 @@ impl BrokerSettings {
         Ok(())
     }
 
+    /// Kafka's retention precedence (`KafkaConfig.logRetentionTimeMillis`): log.retention.ms,
+    /// else log.retention.minutes, else log.retention.hours; -1 keeps forever in any unit.
+    fn set_retention(&mut self, name: &str, v: i64) -> Result<(), ConfigError> {
+        let unit = match name {
+            "log.retention.ms" => 0,
+            "log.retention.minutes" => 1,
+            _ => 2,
+        };
+        self.retention_by_unit[unit] = Some(v);
+        let [ms, minutes, hours] = self.retention_by_unit;
+        let effective = ms
+            .or(minutes.map(|m| if m < 0 { -1 } else { m * 60_000 }))
+            .or(hours.map(|h| if h < 0 { -1 } else { h * 3_600_000 }))
+            .unwrap_or(7 * 24 * 3_600_000);
+        self.log
+            .set("retention.ms", &effective.to_string())
+            .map_err(|e| ConfigError::Field {
+                field: name.to_string(),
+                message: e.to_string(),
+            })
+    }
+
     /// Every setting with its current value, for DescribeConfigs on the broker.
     pub fn entries(&self) -> &[(&'static str, String)] {
         &self.values
     }
 
-    /// The broker setting a topic config falls back to, if any.
-    pub fn synonym_of(topic_config: &str) -> Option<&'static str> {
-        Some(match topic_config {
-            "cleanup.policy" => "log.cleanup.policy",
-            "flush.messages" => "log.flush.interval.messages",
-            "flush.ms" => "log.flush.interval.ms",
-            "index.interval.bytes" => "log.index.interval.bytes",
-            "retention.bytes" => "log.retention.bytes",
-            "retention.ms" => "log.retention.ms",
-            "segment.ms" => "log.roll.ms",
-            "segment.bytes" => "log.segment.bytes",
-            "max.message.bytes" => "message.max.bytes",
-            "min.insync.replicas" => "min.insync.replicas",
-            _ => return None,
-        })
+    /// The broker settings a topic config falls back to, most precise first.
+    pub fn synonyms_of(topic_config: &str) -> &'static [&'static str] {
+        match topic_config {
+            "cleanup.policy" => &["log.cleanup.policy"],
+            "compression.type" => &["compression.type"],
+            "flush.messages" => &["log.flush.interval.messages"],
+            "flush.ms" => &["log.flush.interval.ms"],
+            "index.interval.bytes" => &["log.index.interval.bytes"],
+            "max.message.bytes" => &["message.max.bytes"],
+            "message.downconversion.enable" => &["log.message.downconversion.enable"],
+            "message.timestamp.after.max.ms" => &["log.message.timestamp.after.max.ms"],
+            "message.timestamp.before.max.ms" => &["log.message.timestamp.before.max.ms"],
+            "message.timestamp.difference.max.ms" => &["log.message.timestamp.difference.max.ms"],
+            "message.timestamp.type" => &["log.message.timestamp.type"],
+            "min.insync.replicas" => &["min.insync.replicas"],
+            "retention.bytes" => &["log.retention.bytes"],
+            "retention.ms" => &[
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours",
+            ],
+            "segment.bytes" => &["log.segment.bytes"],
+            "segment.ms" => &["log.roll.ms"],
+            _ => &[],
+        }
     }
 }
 

@@ -7,9 +7,11 @@
 
 mod broker;
 mod tuning;
+mod zookeeper;
 
 pub use broker::{BrokerSettings, BROKER_KEYS};
 pub use tuning::{ShardSettings, TuningFile};
+pub use zookeeper::ZkConnect;
 
 use ferrite_shards::IoMode;
 use std::net::SocketAddr;
@@ -35,7 +37,7 @@ pub struct BrokerConfig {
     /// CPUs that run a shard each, in shard order.
     pub cores: Vec<usize>,
     pub node_id: i32,
-    pub zookeeper: Option<String>,
+    pub zookeeper: Option<ZkConnect>,
     /// Where the Prometheus endpoint listens; `None` when turned off.
     pub metrics: Option<SocketAddr>,
     /// The CPU the control thread is pinned to (`None`: wherever the kernel runs it).

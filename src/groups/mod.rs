@@ -72,6 +72,39 @@ pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), i16> {
     }
 }
 
+/// False while this broker leads `group_id`'s `__consumer_offsets` partition but its owner
+/// shard has not opened it or loaded its groups yet: FindCoordinator then answers
+/// COORDINATOR_NOT_AVAILABLE, which every client retries, rather than naming a coordinator
+/// that would answer COORDINATOR_LOAD_IN_PROGRESS (which some, Sarama 1.22 among them, do
+/// not). Partitions other brokers lead are theirs to answer for.
+pub async fn coordinator_ready(shard: &Shard, group_id: &str) -> bool {
+    let metadata = shard.metadata();
+    let Some(topic) = metadata.topic(CONSUMER_OFFSETS_TOPIC) else {
+        return false;
+    };
+    let partition = records::coordinator_partition(group_id, topic.partitions.len() as i32);
+    let Some(info) = topic.partitions.get(partition as usize) else {
+        return false;
+    };
+    if !shard.leads(info) {
+        return true;
+    }
+    let owner = info.shard;
+    shard
+        .router()
+        .call(
+            owner,
+            move |s: Rc<Shard>| -> LocalBoxFuture<'static, bool> {
+                Box::pin(async move {
+                    s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_some()
+                        && !s.groups.is_loading(partition)
+                })
+            },
+        )
+        .await
+        .unwrap_or(false)
+}
+
 /// Runs `f` on the shard coordinating `group_id`, with that shard's coordinator and the
 /// group's `__consumer_offsets` partition. Creates the offsets topic on first use.
 pub async fn on_coordinator<R, F>(shard: &Shard, group_id: &str, f: F) -> Result<R, i16>

@@ -1,7 +1,7 @@
 //! CreatePartitions: grows topics to a new partition count (never shrinks).
 
 use super::routing::on_controller;
-use super::{Request, Response};
+use super::{errors, Request, Response};
 use crate::controller::{self, TopicError};
 use crate::server::shard::Shard;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -32,9 +32,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
         let r = CreatePartitionsTopicResult::default().with_name(t.name);
         results.push(match outcome {
             Ok(()) => r,
-            Err(e) => r
-                .with_error_code(e.code())
-                .with_error_message(Some(StrBytes::from_string(e.message()))),
+            Err(e) => {
+                errors::refused(shard, ApiKey::CreatePartitions, e.code(), &e.message());
+                r.with_error_code(e.code())
+                    .with_error_message(Some(StrBytes::from_string(e.message())))
+            }
         });
     }
     req.respond(

@@ -4,8 +4,11 @@
 use super::routing::on_controller;
 use super::{Request, Response};
 use crate::controller::{self, NewTopic, TopicError};
+use crate::metadata::TopicInfo;
 use crate::server::shard::Shard;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use std::collections::{BTreeMap, HashSet};
@@ -89,6 +92,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
                 )));
             match outcome {
                 Ok(info) => r
+                    // Kafka sends null here on success (ApiError.NONE has no message).
+                    .with_error_message(None)
+                    .with_configs(created_configs(shard, req.version, &info))
                     .with_topic_id(Uuid::from_bytes(info.id))
                     .with_num_partitions(info.partitions.len() as i32)
                     .with_replication_factor(
@@ -98,7 +104,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
                             .unwrap_or(1),
                     ),
                 Err(e) => {
-                    shard.metrics.error(ApiKey::CreateTopics, e.code());
+                    super::errors::refused(shard, ApiKey::CreateTopics, e.code(), &e.message());
                     r.with_error_code(e.code())
                         .with_error_message(Some(StrBytes::from_string(e.message())))
                         .with_num_partitions(-1)
@@ -111,4 +117,28 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
         ApiKey::CreateTopics,
         &CreateTopicsResponse::default().with_topics(results),
     )
+}
+
+/// CreateTopics v5+ tells the creator every config of the new topic (KIP-525), as
+/// DescribeConfigs would report it.
+fn created_configs(
+    shard: &Shard,
+    version: i16,
+    info: &TopicInfo,
+) -> Option<Vec<CreatableTopicConfigs>> {
+    if version < 5 {
+        return None;
+    }
+    let configs = super::describe_configs::topic_entries(&shard.config.broker, info)
+        .into_iter()
+        .map(|e| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_string(e.name.to_string()))
+                .with_value(Some(StrBytes::from_string(e.value)))
+                .with_read_only(false)
+                .with_config_source(e.source)
+                .with_is_sensitive(false)
+        })
+        .collect();
+    Some(configs)
 }

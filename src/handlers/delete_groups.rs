@@ -21,6 +21,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteGroupsRequest) -> 
             .await
             .unwrap_or_else(|code| code)
         };
+        errors::refused(
+            shard,
+            ApiKey::DeleteGroups,
+            code,
+            &format_args!("group {id:?}"),
+        );
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(group_id)

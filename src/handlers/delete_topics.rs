@@ -1,17 +1,57 @@
-//! DeleteTopics: removes topics and their data, by name (v1–v5).
+//! DeleteTopics: removes topics and their data, by name (v0–v5) or by name or id (v6+, as
+//! Kafka's `handleDeleteTopicsRequest`: both at once is INVALID_REQUEST, an id nobody has
+//! UNKNOWN_TOPIC_ID).
 
 use super::routing::on_controller;
-use super::{Request, Response};
+use super::{errors, Request, Response};
 use crate::controller;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::rc::Rc;
+use uuid::Uuid;
+
+/// One topic the request names: its name (`None`: an id that resolves to nothing) and the id
+/// it was named by (zero when named by name).
+type Asked = (Option<String>, Uuid);
 
 pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> Response {
-    let names: Vec<String> = body.topic_names.iter().map(|n| n.0.to_string()).collect();
-    let asked = names.clone();
+    let metadata = shard.metadata();
+    let resolved = asked_topics(req.version, &body, |id| {
+        metadata
+            .topic_by_id(id.as_bytes())
+            .map(|info| info.name.clone())
+    });
+    drop(metadata);
+    let asked = match resolved {
+        Ok(asked) => asked,
+        Err(why) => return refuse_all(req, &body, why),
+    };
+    if !shard.config.broker.delete_topic_enable {
+        let code = deletion_disabled_code(req.version);
+        let responses = asked
+            .into_iter()
+            .map(|(name, id)| {
+                errors::refused(
+                    shard,
+                    ApiKey::DeleteTopics,
+                    code,
+                    &"delete.topic.enable=false",
+                );
+                DeletableTopicResult::default()
+                    .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
+                    .with_topic_id(id)
+                    .with_error_code(code)
+                    .with_error_message(None)
+            })
+            .collect();
+        return req.respond(
+            ApiKey::DeleteTopics,
+            &DeleteTopicsResponse::default().with_responses(responses),
+        );
+    }
+    let names: Vec<String> = asked.iter().filter_map(|(n, _)| n.clone()).collect();
     let outcomes = on_controller(shard, move |s: Rc<Shard>| {
         Box::pin(async move { controller::delete_topics(&s, names).await })
     })
@@ -19,19 +59,34 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
     .unwrap_or_default();
     let responses = asked
         .into_iter()
-        .map(|name| {
+        .map(|(name, id)| {
             let r = DeletableTopicResult::default()
-                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+                .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
+                .with_topic_id(id);
+            let Some(name) = name else {
+                errors::refused(
+                    shard,
+                    ApiKey::DeleteTopics,
+                    errors::UNKNOWN_TOPIC_ID,
+                    &format_args!("topic id {id}"),
+                );
+                return r.with_error_code(errors::UNKNOWN_TOPIC_ID);
+            };
             match outcomes.iter().find(|(n, _)| *n == name).map(|(_, o)| o) {
                 Some(Ok(())) => r,
                 Some(Err(e)) => {
-                    shard.metrics.error(ApiKey::DeleteTopics, e.code());
+                    errors::refused(shard, ApiKey::DeleteTopics, e.code(), &e.message());
                     r.with_error_code(e.code())
                         .with_error_message(Some(StrBytes::from_string(e.message())))
                 }
                 None => {
-                    let code = super::errors::KAFKA_STORAGE_ERROR;
-                    shard.metrics.error(ApiKey::DeleteTopics, code);
+                    let code = errors::KAFKA_STORAGE_ERROR;
+                    errors::refused(
+                        shard,
+                        ApiKey::DeleteTopics,
+                        code,
+                        &"the controller did not answer",
+                    );
                     r.with_error_code(code)
                 }
             }
@@ -41,4 +96,102 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
         ApiKey::DeleteTopics,
         &DeleteTopicsResponse::default().with_responses(responses),
     )
+}
+
+/// The topics a request names: by name before v6; from v6 by name or by id (looked up with
+/// `name_of`), never both at once (Kafka fails the whole request).
+fn asked_topics(
+    version: i16,
+    body: &DeleteTopicsRequest,
+    name_of: impl Fn(&Uuid) -> Option<String>,
+) -> Result<Vec<Asked>, &'static str> {
+    if version < 6 {
+        return Ok(body
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+            .collect());
+    }
+    body.topics
+        .iter()
+        .map(|t| match &t.name {
+            Some(_) if !t.topic_id.is_nil() => {
+                Err("Topic name and topic ID can not both be specified.")
+            }
+            Some(n) => Ok((Some(n.0.to_string()), t.topic_id)),
+            None => Ok((name_of(&t.topic_id), t.topic_id)),
+        })
+        .collect()
+}
+
+/// `delete.topic.enable=false`: versions before 3 have no TOPIC_DELETION_DISABLED and get
+/// INVALID_REQUEST, as Kafka answers them.
+fn deletion_disabled_code(version: i16) -> i16 {
+    if version < 3 {
+        errors::INVALID_REQUEST
+    } else {
+        errors::TOPIC_DELETION_DISABLED
+    }
+}
+
+/// Every topic of the request answered with INVALID_REQUEST (Kafka throws for the request).
+fn refuse_all(req: &Request, body: &DeleteTopicsRequest, why: &str) -> Response {
+    tracing::debug!(reason = why, "DeleteTopics refused");
+    let responses = body
+        .topics
+        .iter()
+        .map(|t| {
+            DeletableTopicResult::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_error_code(errors::INVALID_REQUEST)
+                .with_error_message(Some(StrBytes::from_string(why.to_string())))
+        })
+        .collect();
+    req.respond(
+        ApiKey::DeleteTopics,
+        &DeleteTopicsResponse::default().with_responses(responses),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_v6_topics_are_named_by_name_or_id_but_not_both() {
+        use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+        let id = Uuid::from_bytes([4; 16]);
+        let name = |n: &str| Some(TopicName(StrBytes::from_string(n.to_string())));
+        let lookup = |asked: &Uuid| (*asked == id).then(|| "by-id".to_string());
+        let body = DeleteTopicsRequest::default().with_topics(vec![
+            DeleteTopicState::default().with_name(name("by-name")),
+            DeleteTopicState::default()
+                .with_name(None)
+                .with_topic_id(id),
+            DeleteTopicState::default()
+                .with_name(None)
+                .with_topic_id(Uuid::from_bytes([5; 16])),
+        ]);
+        let asked = asked_topics(6, &body, lookup).unwrap();
+        let names: Vec<Option<&str>> = asked.iter().map(|(n, _)| n.as_deref()).collect();
+        assert_eq!(names, [Some("by-name"), Some("by-id"), None]);
+        let both = DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default()
+            .with_name(name("x"))
+            .with_topic_id(id)]);
+        assert!(asked_topics(6, &both, lookup).is_err());
+        let old = DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(StrBytes::from_static_str("t"))]);
+        assert_eq!(
+            asked_topics(5, &old, lookup).unwrap()[0].0.as_deref(),
+            Some("t")
+        );
+    }
+
+    #[test]
+    fn disabled_deletion_is_told_in_each_versions_terms() {
+        assert_eq!(deletion_disabled_code(2), errors::INVALID_REQUEST);
+        assert_eq!(deletion_disabled_code(3), errors::TOPIC_DELETION_DISABLED);
+        assert_eq!(deletion_disabled_code(6), errors::TOPIC_DELETION_DISABLED);
+    }
 }

@@ -6,7 +6,7 @@
 
 use super::{errors, Request, Response};
 use crate::config::{BrokerSettings, BROKER_KEYS};
-use crate::metadata::topic_config;
+use crate::metadata::{topic_config, TopicInfo};
 use crate::server::shard::Shard;
 use ferrite_shards::config::CONFIG_KEYS;
 use kafka_protocol::messages::describe_configs_response::{
@@ -83,9 +83,12 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                          synonyms: Vec<DescribeConfigsSynonym>| {
                 DescribeConfigsResourceResult::default()
                     .with_name(s(name))
-                    .with_value(Some(s(&value)))
+                    .with_value((!value.is_empty()).then(|| s(&value)))
                     .with_read_only(read_only)
                     .with_config_source(source)
+                    // v0 has no source, only this flag (Kafka's own broker leaves it false;
+                    // it is told truthfully here).
+                    .with_is_default(req.version == 0 && source == SOURCE_DEFAULT)
                     .with_synonyms(if body.include_synonyms {
                         synonyms
                     } else {
@@ -102,56 +105,31 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                 TOPIC => {
                     let metadata = shard.metadata();
                     let Some(topic) = metadata.topic(r.resource_name.as_str()) else {
+                        errors::refused(
+                            shard,
+                            ApiKey::DescribeConfigs,
+                            errors::UNKNOWN_TOPIC_OR_PARTITION,
+                            &format_args!("topic {}", r.resource_name.as_str()),
+                        );
                         return base
                             .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION)
                             .with_error_message(Some(s("Topic does not exist")));
                     };
-                    let broker = &shard.config.broker;
-                    let configs = topic_config::all_names()
+                    let configs = topic_entries(&shard.config.broker, topic)
                         .into_iter()
-                        .filter(|n| wanted(n))
-                        .map(|name| {
-                            let overridden = topic.configs.get(name);
-                            let default = broker
-                                .log
-                                .get(name)
-                                .or_else(|| {
-                                    topic_config::broker_topic_default(
-                                        name,
-                                        broker.min_insync_replicas,
-                                    )
-                                })
-                                .unwrap_or_default();
-                            let broker_source = BrokerSettings::synonym_of(name)
-                                .map(|b| {
-                                    if broker.explicit.iter().any(|e| e == b) {
-                                        SOURCE_STATIC_BROKER
-                                    } else {
-                                        SOURCE_DEFAULT
-                                    }
-                                })
-                                .unwrap_or(SOURCE_DEFAULT);
-                            let mut synonyms = Vec::new();
-                            if let Some(v) = overridden {
-                                synonyms.push(
+                        .filter(|e| wanted(e.name))
+                        .map(|e| {
+                            let synonyms = e
+                                .synonyms
+                                .iter()
+                                .map(|(name, value, source)| {
                                     DescribeConfigsSynonym::default()
                                         .with_name(s(name))
-                                        .with_value(Some(s(v)))
-                                        .with_source(SOURCE_TOPIC),
-                                );
-                            }
-                            if let Some(b) = BrokerSettings::synonym_of(name) {
-                                synonyms.push(
-                                    DescribeConfigsSynonym::default()
-                                        .with_name(s(b))
-                                        .with_value(broker_value(broker, b).map(|v| s(&v)))
-                                        .with_source(broker_source),
-                                );
-                            }
-                            match overridden {
-                                Some(v) => entry(name, v.clone(), SOURCE_TOPIC, false, synonyms),
-                                None => entry(name, default, broker_source, false, synonyms),
-                            }
+                                        .with_value(value.as_deref().map(s))
+                                        .with_source(*source)
+                                })
+                                .collect();
+                            entry(e.name, e.value, e.source, false, synonyms)
                         })
                         .collect();
                     base.with_configs(configs)
@@ -160,6 +138,12 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                     let me = shard.metadata().controller_id.to_string();
                     let name = r.resource_name.as_str();
                     if !name.is_empty() && name != me {
+                        errors::refused(
+                            shard,
+                            ApiKey::DescribeConfigs,
+                            errors::INVALID_REQUEST,
+                            &format_args!("broker {name} is not this one"),
+                        );
                         return base
                             .with_error_code(errors::INVALID_REQUEST)
                             .with_error_message(Some(s(&format!("this is broker {me}"))));
@@ -177,18 +161,25 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                             };
                             let synonyms = vec![DescribeConfigsSynonym::default()
                                 .with_name(s(n))
-                                .with_value(Some(s(v)))
+                                .with_value((!v.is_empty()).then(|| s(v)))
                                 .with_source(source)];
                             entry(n, v.clone(), source, true, synonyms)
                         })
                         .collect();
                     base.with_configs(configs)
                 }
-                other => base
-                    .with_error_code(errors::INVALID_REQUEST)
-                    .with_error_message(Some(s(&format!(
-                        "resource type {other} is not supported"
-                    )))),
+                other => {
+                    errors::refused(
+                        shard,
+                        ApiKey::DescribeConfigs,
+                        errors::INVALID_REQUEST,
+                        &format_args!("resource type {other}"),
+                    );
+                    base.with_error_code(errors::INVALID_REQUEST)
+                        .with_error_message(Some(s(&format!(
+                            "resource type {other} is not supported"
+                        ))))
+                }
             }
         })
         .collect();
@@ -196,6 +187,72 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
         ApiKey::DescribeConfigs,
         &DescribeConfigsResponse::default().with_results(results),
     )
+}
+
+/// One of a topic's configs as Kafka reports it: its value, where that value comes from, and
+/// the synonyms it was chosen from (the topic's override, then the broker's default).
+pub struct TopicConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub source: i8,
+    /// (name, value, source), most specific first.
+    pub synonyms: Vec<(&'static str, Option<String>, i8)>,
+}
+
+/// Every config of `topic`, in DescribeConfigs order (CreateTopics v5+ answers with the same).
+pub fn topic_entries(broker: &BrokerSettings, topic: &TopicInfo) -> Vec<TopicConfigEntry> {
+    topic_config::all_names()
+        .into_iter()
+        .map(|name| {
+            let overridden = topic.configs.get(name);
+            let default = broker
+                .log
+                .get(name)
+                .or_else(|| topic_config::broker_topic_default(name, broker.min_insync_replicas))
+                .unwrap_or_default();
+            // The broker settings this config falls back to, most precise first, those with
+            // a value only (log.retention.ms is unset unless given; log.retention.hours is).
+            let broker_synonyms: Vec<(&'static str, String, i8)> =
+                BrokerSettings::synonyms_of(name)
+                    .iter()
+                    .filter_map(|&b| {
+                        let value = broker_value(broker, b).filter(|v| !v.is_empty())?;
+                        let source = if broker.explicit.iter().any(|e| e == b) {
+                            SOURCE_STATIC_BROKER
+                        } else {
+                            SOURCE_DEFAULT
+                        };
+                        Some((b, value, source))
+                    })
+                    .collect();
+            let broker_source = broker_synonyms
+                .first()
+                .map_or(SOURCE_DEFAULT, |&(_, _, source)| source);
+            let mut synonyms = Vec::new();
+            if let Some(v) = overridden {
+                synonyms.push((name, Some(v.clone()), SOURCE_TOPIC));
+            }
+            synonyms.extend(
+                broker_synonyms
+                    .into_iter()
+                    .map(|(b, value, source)| (b, Some(value), source)),
+            );
+            match overridden {
+                Some(v) => TopicConfigEntry {
+                    name,
+                    value: v.clone(),
+                    source: SOURCE_TOPIC,
+                    synonyms,
+                },
+                None => TopicConfigEntry {
+                    name,
+                    value: default,
+                    source: broker_source,
+                    synonyms,
+                },
+            }
+        })
+        .collect()
 }
 
 fn broker_value(broker: &BrokerSettings, name: &str) -> Option<String> {

@@ -14,6 +14,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
         let id = group_id.to_string();
         let out = DescribedGroup::default().with_group_id(group_id);
         if id.is_empty() {
+            errors::refused(
+                shard,
+                ApiKey::DescribeGroups,
+                errors::INVALID_GROUP_ID,
+                &"an empty group id",
+            );
             described.push(out.with_error_code(errors::INVALID_GROUP_ID));
             continue;
         }
@@ -25,6 +31,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
         let d = match result {
             Ok(d) => d,
             Err(code) => {
+                errors::refused(
+                    shard,
+                    ApiKey::DescribeGroups,
+                    code,
+                    &format_args!("group {id}"),
+                );
                 described.push(out.with_error_code(code));
                 continue;
             }

@@ -4,13 +4,21 @@
 //! batches), which the connection's shard splices to the socket. When less than `min_bytes` is
 //! there, the request waits — on the owners, which wake it when their high watermark moves —
 //! until `max_wait_ms` is up. A fetch without fetch sessions: every response is full.
+//!
+//! Fetch v0–3 readers know only the old message formats: their data is down-converted on the
+//! owner (magic 0 for v0–1, magic 1 for v2–3, as Kafka 3.9 does), which copies instead of
+//! splicing and is counted in the metrics.
 
 use super::errors;
 use super::routing::on_partition;
 use super::{Request, Response};
+use crate::metrics::Conversion;
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
 use crate::server::shard::Shard;
-use ferrite_shards::log::Chunk;
+use ferrite_shards::batch::legacy::{down::down_convert, MAGIC_V0, MAGIC_V1};
+use ferrite_shards::batch::BatchError;
+use ferrite_shards::log::{Chunk, ReadResult};
+use ferrite_shards::partition::Partition;
 use kafka_protocol::messages::{ApiKey, FetchRequest};
 use std::time::{Duration, Instant};
 
@@ -18,7 +26,9 @@ use std::time::{Duration, Instant};
 const MAX_WAIT_MS_MAX: i32 = 30_000;
 
 struct Wanted {
-    topic: String,
+    /// The topic's name; for v13+ requests, looked up from its id (`None`: no such id).
+    topic: Option<String>,
+    id: [u8; 16],
     /// (partition, fetch offset, partition max bytes, current leader epoch or -1).
     partitions: Vec<(i32, i64, u64, i32)>,
 }
@@ -27,8 +37,20 @@ struct Wanted {
 /// the log end, and its fetch offset tells the leader how far it has come.
 #[derive(Copy, Clone)]
 enum Reader {
-    Consumer,
+    /// A consumer, and the message format its Fetch version reads (magic 0 or 1 before v4).
+    Consumer {
+        magic: u8,
+    },
     Follower(i32),
+}
+
+/// The record format each Fetch version reads: v0–1 magic 0, v2–3 magic 1, then batches.
+fn magic_for(version: i16) -> u8 {
+    match version {
+        0 | 1 => MAGIC_V0,
+        2 | 3 => MAGIC_V1,
+        _ => ferrite_shards::batch::MAGIC_V2,
+    }
 }
 
 #[derive(Default)]
@@ -38,6 +60,8 @@ struct Fetched {
     log_start: i64,
     chunks: Vec<Chunk>,
     bytes: u64,
+    /// Down-conversion for an old reader: records converted, time taken.
+    converted: Option<(usize, Duration)>,
 }
 
 pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Response {
@@ -47,28 +71,50 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         n if n > 0 => n as u64,
         _ => i32::MAX as u64,
     };
+    let metadata = shard.metadata();
     let wanted: Vec<Wanted> = body
         .topics
         .into_iter()
-        .map(|t| Wanted {
-            topic: t.topic.0.to_string(),
-            partitions: t
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    (
-                        p.partition,
-                        p.fetch_offset,
-                        p.partition_max_bytes.max(0) as u64,
-                        p.current_leader_epoch,
-                    )
-                })
-                .collect(),
+        .map(|t| {
+            // From v13 a topic is named by its id only (KIP-516).
+            let (topic, id) = if req.version >= 13 {
+                let id = *t.topic_id.as_bytes();
+                (metadata.topic_by_id(&id).map(|info| info.name.clone()), id)
+            } else {
+                let name = t.topic.0.to_string();
+                let id = metadata.topic(&name).map_or([0; 16], |info| info.id);
+                (Some(name), id)
+            };
+            Wanted {
+                topic,
+                id,
+                partitions: t
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        (
+                            p.partition,
+                            p.fetch_offset,
+                            p.partition_max_bytes.max(0) as u64,
+                            p.current_leader_epoch,
+                        )
+                    })
+                    .collect(),
+            }
         })
         .collect();
-    let reader = match body.replica_id.0 {
+    drop(metadata);
+    // From v15 a follower names itself in ReplicaState (KIP-903).
+    let replica_id = if req.version >= 15 {
+        body.replica_state.replica_id.0
+    } else {
+        body.replica_id.0
+    };
+    let reader = match replica_id {
         id if id >= 0 => Reader::Follower(id),
-        _ => Reader::Consumer,
+        _ => Reader::Consumer {
+            magic: magic_for(req.version),
+        },
     };
     let deadline = Instant::now() + max_wait;
     loop {
@@ -101,7 +147,15 @@ async fn read_all(
         futures::future::join_all(w.partitions.iter().map(
             |&(index, offset, partition_max, epoch)| {
                 let limit = partition_max.min(max_bytes) as usize;
-                read_partition(shard, &w.topic, index, offset, limit, reader, epoch)
+                read_partition(
+                    shard,
+                    w.topic.as_deref(),
+                    index,
+                    offset,
+                    limit,
+                    reader,
+                    epoch,
+                )
             },
         ))
     });
@@ -125,18 +179,32 @@ async fn read_all(
 
 async fn read_partition(
     shard: &Shard,
-    topic: &str,
+    topic: Option<&str>,
     index: i32,
     offset: i64,
     limit: usize,
     reader: Reader,
     leader_epoch: i32,
 ) -> Fetched {
+    let Some(topic) = topic else {
+        return Fetched {
+            error: errors::UNKNOWN_TOPIC_ID,
+            high_watermark: -1,
+            log_start: -1,
+            ..Fetched::default()
+        };
+    };
     let read = on_partition(shard, topic, index, move |p| {
         Box::pin(async move {
             let result = match reader {
-                Reader::Consumer => p.fetch(offset, limit).await,
+                Reader::Consumer { .. } => p.fetch(offset, limit).await,
                 Reader::Follower(id) => p.read_for_follower(id, leader_epoch, offset, limit).await,
+            };
+            let result = match (reader, result) {
+                (Reader::Consumer { magic }, Ok(r)) if magic < ferrite_shards::batch::MAGIC_V2 => {
+                    down_converted(&p, r, magic, offset, limit).await
+                }
+                (_, result) => result.map(|r| (r, None)).map_err(|e| errors::code_for(&e)),
             };
             // Read after the data: the watermark is never below what was returned.
             let mut f = Fetched {
@@ -145,11 +213,12 @@ async fn read_partition(
                 ..Fetched::default()
             };
             match result {
-                Ok(r) => {
+                Ok((r, converted)) => {
                     f.chunks = r.chunks;
                     f.bytes = r.bytes;
+                    f.converted = converted;
                 }
-                Err(e) => f.error = errors::code_for(&e),
+                Err(code) => f.error = code,
             }
             f
         })
@@ -163,17 +232,57 @@ async fn read_partition(
     })
 }
 
+/// What an old reader gets instead of `read`: the same records as a magic 0/1 message set,
+/// built in memory (`message.downconversion.enable=false` refuses instead, as Kafka does).
+async fn down_converted(
+    p: &Partition,
+    read: ReadResult,
+    magic: u8,
+    offset: i64,
+    limit: usize,
+) -> Result<(ReadResult, Option<(usize, Duration)>), i16> {
+    if !p.log().config().message_downconversion_enable {
+        return Err(errors::UNSUPPORTED_VERSION);
+    }
+    if read.chunks.is_empty() {
+        return Ok((read, None));
+    }
+    let started = Instant::now();
+    let data = read
+        .to_bytes()
+        .await
+        .map_err(|_| errors::KAFKA_STORAGE_ERROR)?;
+    let converted = match down_convert(&data, magic, offset, limit) {
+        Ok(c) => c,
+        Err(BatchError::UnsupportedCompression { .. }) => {
+            return Err(errors::UNSUPPORTED_COMPRESSION_TYPE)
+        }
+        Err(e) => {
+            tracing::warn!(topic = %p.topic(), partition = p.index(), error = %e, "down-converting a fetch failed");
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+    };
+    let set = converted.set.freeze();
+    let out = ReadResult {
+        bytes: set.len() as u64,
+        chunks: vec![Chunk::Memory(set)],
+        next_offset: read.next_offset,
+    };
+    Ok((out, Some((converted.records, started.elapsed()))))
+}
+
 /// Returns when any partition's high watermark (a follower: log end) passes its fetch offset,
 /// or after `timeout`.
 async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reader: Reader) {
     let waits: Vec<_> = wanted
         .iter()
-        .flat_map(|w| {
+        .filter_map(|w| Some((w.topic.as_deref()?, w)))
+        .flat_map(|(topic, w)| {
             w.partitions.iter().map(move |&(index, offset, _, _)| {
-                Box::pin(on_partition(shard, &w.topic, index, move |p| {
+                Box::pin(on_partition(shard, topic, index, move |p| {
                     Box::pin(async move {
                         match reader {
-                            Reader::Consumer => p.wait_for_data(offset, timeout).await,
+                            Reader::Consumer { .. } => p.wait_for_data(offset, timeout).await,
                             Reader::Follower(_) => p.wait_for_log_end(offset, timeout).await,
                         }
                     })
@@ -197,22 +306,36 @@ fn encode(
     let metrics = &shard.metrics;
     for (w, fs) in wanted.iter().zip(&fetched) {
         for (&(index, _, _, _), f) in w.partitions.iter().zip(fs) {
-            metrics.error(ApiKey::Fetch, f.error);
-            metrics.fetched(&w.topic, index, f.bytes);
+            errors::refused(
+                shard,
+                ApiKey::Fetch,
+                f.error,
+                &format_args!(
+                    "{}-{index}",
+                    w.topic.as_deref().unwrap_or("(unknown topic id)")
+                ),
+            );
+            if let Some(topic) = &w.topic {
+                metrics.fetched(topic, index, f.bytes);
+            }
+            if let Some((records, took)) = f.converted {
+                metrics.converted(Conversion::Down, records, took, f.bytes as usize);
+            }
         }
     }
     let topics = wanted
         .into_iter()
         .zip(fetched)
         .map(|(w, fs)| TopicOut {
-            name: w.topic,
+            name: w.topic.unwrap_or_default(),
+            id: w.id,
             partitions: w
                 .partitions
                 .into_iter()
                 .zip(fs)
                 .map(|((index, _, _, _), f)| PartitionOut {
                     index,
-                    error_code: f.error,
+                    error_code: old_reader_code(req.version, f.error),
                     high_watermark: f.high_watermark,
                     last_stable_offset: f.high_watermark,
                     log_start_offset: f.log_start,
@@ -227,4 +350,45 @@ fn encode(
         req.correlation_id,
         topics,
     ))
+}
+
+/// Kafka answers Fetch v5 and older with NOT_LEADER_OR_FOLLOWER where later versions get
+/// KAFKA_STORAGE_ERROR, which those clients do not know (`maybeDownConvertStorageError`).
+fn old_reader_code(version: i16, code: i16) -> i16 {
+    if version <= 5 && code == errors::KAFKA_STORAGE_ERROR {
+        errors::NOT_LEADER_OR_FOLLOWER
+    } else {
+        code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_fetch_versions_read_old_message_formats() {
+        assert_eq!([0, 1].map(magic_for), [MAGIC_V0; 2]);
+        assert_eq!([2, 3].map(magic_for), [MAGIC_V1; 2]);
+        assert_eq!(
+            [4, 12, 17].map(magic_for),
+            [ferrite_shards::batch::MAGIC_V2; 3]
+        );
+    }
+
+    #[test]
+    fn readers_before_v6_get_not_leader_for_a_storage_error() {
+        assert_eq!(
+            old_reader_code(5, errors::KAFKA_STORAGE_ERROR),
+            errors::NOT_LEADER_OR_FOLLOWER
+        );
+        assert_eq!(
+            old_reader_code(6, errors::KAFKA_STORAGE_ERROR),
+            errors::KAFKA_STORAGE_ERROR
+        );
+        assert_eq!(
+            old_reader_code(3, errors::OFFSET_OUT_OF_RANGE),
+            errors::OFFSET_OUT_OF_RANGE
+        );
+    }
 }

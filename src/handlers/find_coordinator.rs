@@ -4,66 +4,126 @@
 
 use super::{errors, Request, Response};
 use crate::groups::records::coordinator_partition;
-use crate::metadata::{ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
+use crate::metadata::{BrokerInfo, ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
 use crate::server::shard::Shard;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-/// FindCoordinator's key type for consumer groups.
+/// FindCoordinator's key types: consumer groups, transactional ids, share groups (KIP-932).
 const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+const SHARE_KEY: i8 = 2;
 
 pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) -> Response {
     if body.key_type == GROUP_KEY {
         if let Err(code) = crate::groups::ensure_offsets_topic(shard).await {
-            shard.metrics.error(ApiKey::FindCoordinator, code);
+            errors::refused(
+                shard,
+                ApiKey::FindCoordinator,
+                code,
+                &"__consumer_offsets is not ready",
+            );
             let resp = FindCoordinatorResponse::default()
                 .with_error_code(code)
                 .with_node_id(BrokerId(-1));
             return req.respond(ApiKey::FindCoordinator, &resp);
         }
     }
+    let keys: Vec<&str> = if req.version >= 4 {
+        body.coordinator_keys.iter().map(|k| k.as_str()).collect()
+    } else {
+        vec![body.key.as_str()]
+    };
+    let mut not_ready = Vec::new();
+    if body.key_type == GROUP_KEY {
+        for key in &keys {
+            if !crate::groups::coordinator_ready(shard, key).await {
+                not_ready.push(key.to_string());
+            }
+        }
+    }
     let metadata = shard.metadata();
-    let coordinator_of = |key: &str| {
-        let node = if body.key_type == GROUP_KEY {
-            group_coordinator(&metadata, key)?
-        } else {
+    // Kafka's `getCoordinator`, per key.
+    let coordinator_of = |key: &str| -> Result<BrokerInfo, i16> {
+        let node = match key_kind(req.version, body.key_type)? {
+            KeyKind::Group if not_ready.iter().any(|k| k == key) => {
+                return Err(errors::COORDINATOR_NOT_AVAILABLE)
+            }
+            KeyKind::Group => {
+                group_coordinator(&metadata, key).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?
+            }
             // Transactions are not supported: this broker answers, and InitProducerId refuses.
-            shard.config.node_id
+            KeyKind::Transaction => shard.config.node_id,
         };
-        metadata.brokers.iter().find(|b| b.node_id == node).cloned()
+        metadata
+            .brokers
+            .iter()
+            .find(|b| b.node_id == node)
+            .cloned()
+            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)
+    };
+    let refused = |code: i16, key: &str| {
+        errors::refused(
+            shard,
+            ApiKey::FindCoordinator,
+            code,
+            &format_args!("key type {} key {key:?}", body.key_type),
+        )
     };
     let resp = if req.version >= 4 {
         FindCoordinatorResponse::default().with_coordinators(
             body.coordinator_keys
-                .into_iter()
+                .iter()
                 .map(|key| {
-                    let found = coordinator_of(key.as_str());
-                    let c = Coordinator::default().with_key(key);
-                    match found {
-                        Some(b) => c
+                    let c = Coordinator::default().with_key(key.clone());
+                    match coordinator_of(key.as_str()) {
+                        Ok(b) => c
                             .with_node_id(BrokerId(b.node_id))
                             .with_host(StrBytes::from_string(b.host))
                             .with_port(b.port),
-                        None => c
-                            .with_error_code(errors::COORDINATOR_NOT_AVAILABLE)
-                            .with_node_id(BrokerId(-1)),
+                        Err(code) => {
+                            refused(code, key.as_str());
+                            c.with_error_code(code).with_node_id(BrokerId(-1))
+                        }
                     }
                 })
                 .collect(),
         )
     } else {
         match coordinator_of(body.key.as_str()) {
-            Some(b) => FindCoordinatorResponse::default()
+            Ok(b) => FindCoordinatorResponse::default()
                 .with_node_id(BrokerId(b.node_id))
                 .with_host(StrBytes::from_string(b.host))
                 .with_port(b.port),
-            None => FindCoordinatorResponse::default()
-                .with_error_code(errors::COORDINATOR_NOT_AVAILABLE)
-                .with_node_id(BrokerId(-1)),
+            Err(code) => {
+                refused(code, body.key.as_str());
+                FindCoordinatorResponse::default()
+                    .with_error_code(code)
+                    .with_node_id(BrokerId(-1))
+            }
         }
     };
     req.respond(ApiKey::FindCoordinator, &resp)
+}
+
+/// What a key names.
+#[derive(Debug, PartialEq, Eq)]
+enum KeyKind {
+    Group,
+    Transaction,
+}
+
+/// Kafka's key types as `getCoordinator` takes them: share groups (KIP-932) came with v6 and
+/// have no coordinator in 3.9; an unknown type is INVALID_REQUEST.
+fn key_kind(version: i16, key_type: i8) -> Result<KeyKind, i16> {
+    match key_type {
+        GROUP_KEY => Ok(KeyKind::Group),
+        TRANSACTION_KEY => Ok(KeyKind::Transaction),
+        SHARE_KEY if version < 6 => Err(errors::INVALID_REQUEST),
+        SHARE_KEY => Err(errors::COORDINATOR_NOT_AVAILABLE),
+        _ => Err(errors::INVALID_REQUEST),
+    }
 }
 
 /// The leader of the group's `__consumer_offsets` partition, if it has one.
@@ -72,4 +132,21 @@ fn group_coordinator(metadata: &ClusterMetadata, group: &str) -> Option<i32> {
     let partition = coordinator_partition(group, topic.partitions.len() as i32);
     let leader = topic.partitions.get(partition as usize)?.leader;
     (leader >= 0).then_some(leader)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_types_are_kafkas() {
+        assert_eq!(key_kind(0, GROUP_KEY), Ok(KeyKind::Group));
+        assert_eq!(key_kind(1, TRANSACTION_KEY), Ok(KeyKind::Transaction));
+        assert_eq!(key_kind(5, SHARE_KEY), Err(errors::INVALID_REQUEST));
+        assert_eq!(
+            key_kind(6, SHARE_KEY),
+            Err(errors::COORDINATOR_NOT_AVAILABLE)
+        );
+        assert_eq!(key_kind(6, 9), Err(errors::INVALID_REQUEST));
+    }
 }

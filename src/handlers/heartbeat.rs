@@ -20,7 +20,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Res
         .await
         .unwrap_or_else(|code| code)
     };
-    shard.metrics.error(ApiKey::Heartbeat, code);
+    errors::refused(shard, ApiKey::Heartbeat, code, &"heartbeat");
     req.respond(
         ApiKey::Heartbeat,
         &HeartbeatResponse::default().with_error_code(code),

@@ -13,7 +13,12 @@ use std::rc::Rc;
 
 pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -> Response {
     if body.transactional_id.is_some() {
-        tracing::info!("refusing a transactional producer: transactions are not supported");
+        errors::refused(
+            shard,
+            ApiKey::InitProducerId,
+            errors::INVALID_REQUEST,
+            &"a transactional id: transactions are not supported yet",
+        );
         let resp = InitProducerIdResponse::default()
             .with_error_code(errors::INVALID_REQUEST)
             .with_producer_id(ProducerId(-1))
@@ -30,15 +35,29 @@ pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -
             .with_producer_epoch(0),
         Some(Err(e)) => {
             tracing::error!(error = %e, "reserving producer ids failed");
+            errors::refused(
+                shard,
+                ApiKey::InitProducerId,
+                errors::KAFKA_STORAGE_ERROR,
+                &e,
+            );
             InitProducerIdResponse::default()
                 .with_error_code(errors::KAFKA_STORAGE_ERROR)
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         }
-        None => InitProducerIdResponse::default()
-            .with_error_code(errors::COORDINATOR_NOT_AVAILABLE)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
+        None => {
+            errors::refused(
+                shard,
+                ApiKey::InitProducerId,
+                errors::COORDINATOR_NOT_AVAILABLE,
+                &"the controller shard did not answer",
+            );
+            InitProducerIdResponse::default()
+                .with_error_code(errors::COORDINATOR_NOT_AVAILABLE)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        }
     };
     req.respond(ApiKey::InitProducerId, &resp)
 }

@@ -43,7 +43,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: JoinGroupRequest) -> Res
         .await
         .unwrap_or_else(|code| JoinReply::error(code, &member_id))
     };
-    shard.metrics.error(ApiKey::JoinGroup, reply.error);
+    errors::refused(
+        shard,
+        ApiKey::JoinGroup,
+        reply.error,
+        &format_args!("group {group_id}"),
+    );
     req.respond(ApiKey::JoinGroup, &response(req.version, reply))
 }
 

@@ -33,10 +33,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
         .await
     };
     match &results {
-        Err(code) => shard.metrics.error(ApiKey::LeaveGroup, *code),
-        Ok(codes) => codes
-            .iter()
-            .for_each(|&code| shard.metrics.error(ApiKey::LeaveGroup, code)),
+        Err(code) => errors::refused(shard, ApiKey::LeaveGroup, *code, &"leave"),
+        Ok(codes) => codes.iter().for_each(|&code| {
+            errors::refused(shard, ApiKey::LeaveGroup, code, &"a member's leave")
+        }),
     }
     let resp = match results {
         Err(code) => LeaveGroupResponse::default().with_error_code(code),

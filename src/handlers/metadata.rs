@@ -10,6 +10,7 @@ use super::{Request, Response};
 use crate::controller::{self, NewTopic};
 use crate::metadata::{validate_topic_name, TopicInfo};
 use crate::server::shard::Shard;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -19,17 +20,64 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use uuid::Uuid;
 
+/// What a request asks for: every topic, topics by name, or (v12+, KIP-516) topics by id.
+enum Asked {
+    All,
+    Names(Vec<String>),
+    Ids(Vec<Uuid>),
+}
+
 pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Response {
     let version = req.version;
-    let requested: Option<Vec<String>> = match body.topics {
-        None => None,
+    let asked = match body.topics {
+        None => Asked::All,
         // v0 has no null: an empty list asks for every topic.
-        Some(list) if list.is_empty() && version == 0 => None,
-        Some(list) => Some(
-            list.into_iter()
-                .filter_map(|t| t.name.map(|n| n.0.to_string()))
-                .collect(),
-        ),
+        Some(list) if list.is_empty() && version == 0 => Asked::All,
+        Some(list) => {
+            if names_topics_by_id_too_early(version, &list) {
+                return invalid_request(req, &list);
+            }
+            let ids: Vec<Uuid> = list
+                .iter()
+                .map(|t| t.topic_id)
+                .filter(|id| !id.is_nil())
+                .collect();
+            if ids.is_empty() {
+                Asked::Names(
+                    list.into_iter()
+                        .filter_map(|t| t.name.map(|n| n.0.to_string()))
+                        .collect(),
+                )
+            } else {
+                Asked::Ids(ids)
+            }
+        }
+    };
+    if let Asked::Ids(ids) = asked {
+        let metadata = shard.metadata();
+        let topics = ids
+            .iter()
+            .map(|id| match metadata.topic_by_id(id.as_bytes()) {
+                Some(t) => topic_entry(t),
+                None => {
+                    errors::refused(
+                        shard,
+                        ApiKey::Metadata,
+                        errors::UNKNOWN_TOPIC_ID,
+                        &format_args!("topic id {id}"),
+                    );
+                    MetadataResponseTopic::default()
+                        .with_error_code(errors::UNKNOWN_TOPIC_ID)
+                        .with_name(None)
+                        .with_topic_id(*id)
+                }
+            })
+            .collect();
+        return respond(shard, req, topics);
+    }
+    let requested = match asked {
+        Asked::Names(names) => Some(names),
+        _ => None,
     };
     let allow_auto =
         shard.config.broker.auto_create_topics && (version < 4 || body.allow_auto_topic_creation);
@@ -49,7 +97,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                     } else {
                         errors::UNKNOWN_TOPIC_OR_PARTITION
                     };
-                    shard.metrics.error(ApiKey::Metadata, code);
+                    errors::refused(
+                        shard,
+                        ApiKey::Metadata,
+                        code,
+                        &format_args!("topic {name:?}"),
+                    );
                     MetadataResponseTopic::default()
                         .with_error_code(code)
                         .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
@@ -57,6 +110,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
             })
             .collect(),
     };
+    drop(metadata);
+    respond(shard, req, topics)
+}
+
+/// The answer: this view's brokers, cluster id and controller, and `topics`.
+fn respond(shard: &Shard, req: &Request, topics: Vec<MetadataResponseTopic>) -> Response {
+    let metadata = shard.metadata();
     let brokers = metadata
         .brokers
         .iter()
@@ -74,6 +134,32 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
         .with_controller_id(BrokerId(metadata.controller_id))
         .with_topics(topics);
     req.respond(ApiKey::Metadata, &resp)
+}
+
+/// Kafka: a null topic name, or a topic id, before v12 fails the whole request
+/// (`handleTopicMetadataRequest`: "Topic IDs are not supported in requests for version").
+fn names_topics_by_id_too_early(version: i16, asked: &[MetadataRequestTopic]) -> bool {
+    version < 12
+        && asked
+            .iter()
+            .any(|t| t.name.is_none() || !t.topic_id.is_nil())
+}
+
+/// Kafka's error response for an invalid Metadata request: every topic INVALID_REQUEST.
+fn invalid_request(req: &Request, asked: &[MetadataRequestTopic]) -> Response {
+    tracing::debug!("Metadata refused: a null topic name or a topic id before v12");
+    let topics = asked
+        .iter()
+        .map(|t| {
+            MetadataResponseTopic::default()
+                .with_error_code(errors::INVALID_REQUEST)
+                .with_name(t.name.clone())
+        })
+        .collect();
+    req.respond(
+        ApiKey::Metadata,
+        &MetadataResponse::default().with_topics(topics),
+    )
 }
 
 async fn auto_create(shard: &Shard, names: &[String]) {
@@ -132,4 +218,27 @@ fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
         .with_topic_id(Uuid::from_bytes(t.id))
         .with_is_internal(t.is_internal())
         .with_partitions(partitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_are_asked_by_id_only_from_v12() {
+        let by_name = MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("t"))));
+        let by_id = MetadataRequestTopic::default()
+            .with_name(None)
+            .with_topic_id(Uuid::from_bytes([1; 16]));
+        assert!(!names_topics_by_id_too_early(
+            11,
+            std::slice::from_ref(&by_name)
+        ));
+        assert!(names_topics_by_id_too_early(
+            11,
+            std::slice::from_ref(&by_id)
+        ));
+        assert!(!names_topics_by_id_too_early(12, &[by_id, by_name]));
+    }
 }

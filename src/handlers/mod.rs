@@ -2,9 +2,9 @@
 //! what Ferrite advertises, and hands it to the API's handler.
 //!
 //! An API Ferrite does not implement, an unsupported version, or a body that does not decode
-//! closes the connection, as Kafka does. Two exceptions answer instead: ApiVersions in an
-//! unsupported version (a v0 error reply so the client can retry lower), and Produce v0–2
-//! (advertised for old librdkafka's sake, refused per partition).
+//! closes the connection, as Kafka does; the one exception is ApiVersions in an unsupported
+//! version, answered in v0 with UNSUPPORTED_VERSION so the client can retry lower (KIP-511).
+//! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
 mod api_versions;
 mod create_partitions;
@@ -27,6 +27,7 @@ mod offset_commit;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod produce_checks;
 pub mod routing;
 mod sync_group;
 
@@ -51,30 +52,29 @@ pub enum Response {
     Close(String),
 }
 
-/// APIs and version ranges Ferrite serves (what ApiVersions advertises). Ranges follow what
-/// real clients need: librdkafka up to 2.11 enables features only when some APIs are advertised
-/// from v0 (FindCoordinator for LZ4, InitProducerId for idempotence, Produce v0 for
-/// compression); Produce and Fetch stay at or below v12 until topic ids are served.
+/// APIs and version ranges Ferrite serves (what ApiVersions advertises): for each API, exactly
+/// the versions Kafka 3.9 serves (its `clients/src/main/resources/common/message/*.json`
+/// `validVersions`), old message formats and topic ids included.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 0, 9),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Produce, 0, 11),
+    (ApiKey::Fetch, 0, 17),
+    (ApiKey::ListOffsets, 0, 9),
     (ApiKey::Metadata, 0, 12),
-    (ApiKey::FindCoordinator, 0, 4),
-    (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 5),
-    (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::OffsetCommit, 0, 9),
+    (ApiKey::OffsetFetch, 0, 9),
+    (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
-    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 0, 7),
+    (ApiKey::DeleteTopics, 0, 6),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 0, 4),
+    (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
 ];
@@ -113,8 +113,19 @@ impl Request {
 pub async fn handle(shard: Rc<Shard>, frame: Bytes, client_host: Rc<str>) -> Response {
     let started = Instant::now();
     let peek = protocol::peek_header(&frame);
+    // A refcount, not a copy: the client id is read only if the request is refused.
+    let request_bytes = frame.clone();
     let response = dispatch(&shard, frame, peek, client_host).await;
     let refused = matches!(response, Response::Close(_));
+    if let Response::Close(reason) = &response {
+        tracing::debug!(
+            api = peek.map(|p| p.api_key),
+            version = peek.map(|p| p.api_version),
+            client = %protocol::peek_client_id(&request_bytes),
+            %reason,
+            "request refused: closing the connection"
+        );
+    }
     shard
         .metrics
         .request_done(peek.map(|p| p.api_key), started.elapsed(), refused);
@@ -138,10 +149,15 @@ async fn dispatch(
     };
     let version = peek.api_version;
     tracing::trace!(shard = %shard.id, ?api_key, version, correlation_id = peek.correlation_id, "request");
-    if api_key == ApiKey::Produce && version < 3 {
-        return produce_before_v3(peek, frame);
-    }
     if !(min..=max).contains(&version) {
+        if api_key == ApiKey::ApiVersions {
+            errors::refused(
+                shard,
+                api_key,
+                errors::UNSUPPORTED_VERSION,
+                &format_args!("ApiVersions v{version}"),
+            );
+        }
         return unsupported_version(api_key, peek, min, max);
     }
     let header = match kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
@@ -178,7 +194,7 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::ListGroups(r) => list_groups::handle(shard, req, r).await,
         RequestKind::DescribeGroups(r) => describe_groups::handle(shard, req, r).await,
         RequestKind::DeleteGroups(r) => delete_groups::handle(shard, req, r).await,
-        RequestKind::ApiVersions(r) => api_versions::handle(req, r),
+        RequestKind::ApiVersions(r) => api_versions::handle(shard, req, r),
         RequestKind::CreateTopics(r) => create_topics::handle(shard, req, r).await,
         RequestKind::DeleteTopics(r) => delete_topics::handle(shard, req, r).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
@@ -202,20 +218,5 @@ fn unsupported_version(api_key: ApiKey, peek: PeekedHeader, min: i16, max: i16) 
         _ => Response::Close(format!(
             "{api_key:?} v{version} is not supported (only v{min} to v{max})"
         )),
-    }
-}
-
-/// Produce v0–2: headers are v1, which the codec reads; the body is read here.
-fn produce_before_v3(peek: PeekedHeader, mut frame: Bytes) -> Response {
-    let version = peek.api_version;
-    if version < 0
-        || kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame).is_err()
-    {
-        return Response::Close("bad Produce request header".into());
-    }
-    match legacy::produce_unsupported(version, peek.correlation_id, frame) {
-        Some(Some(f)) => Response::Frame(f),
-        Some(None) => Response::Nothing,
-        None => Response::Close(format!("bad Produce v{version} request")),
     }
 }

@@ -44,7 +44,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
         .unwrap_or_else(|code| vec![code; count])
     };
     for &code in &codes {
-        shard.metrics.error(ApiKey::OffsetCommit, code);
+        errors::refused(
+            shard,
+            ApiKey::OffsetCommit,
+            code,
+            &format_args!("group {group_id}"),
+        );
     }
     let mut codes = codes.into_iter();
     let topics = body

@@ -104,6 +104,12 @@ async fn fetch(
             .collect()
     };
     if group_id.is_empty() {
+        errors::refused(
+            shard,
+            ApiKey::OffsetFetch,
+            errors::INVALID_GROUP_ID,
+            &"an empty group id",
+        );
         return (errors::INVALID_GROUP_ID, unanswered(&topics));
     }
     let asked = topics.clone();
@@ -114,7 +120,15 @@ async fn fetch(
     .await
     {
         Ok(committed) => (errors::NONE, committed),
-        Err(code) => (code, unanswered(&topics)),
+        Err(code) => {
+            errors::refused(
+                shard,
+                ApiKey::OffsetFetch,
+                code,
+                &format_args!("group {group_id}"),
+            );
+            (code, unanswered(&topics))
+        }
     }
 }
 

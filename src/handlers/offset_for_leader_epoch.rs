@@ -37,10 +37,17 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetForLeaderEpochRequ
             partitions.push(match found {
                 Ok(Some((e, end))) => out.with_leader_epoch(e).with_end_offset(end),
                 Ok(None) => out.with_leader_epoch(-1).with_end_offset(UNDEFINED),
-                Err(code) => out
-                    .with_error_code(code)
-                    .with_leader_epoch(-1)
-                    .with_end_offset(UNDEFINED),
+                Err(code) => {
+                    errors::refused(
+                        shard,
+                        ApiKey::OffsetForLeaderEpoch,
+                        code,
+                        &format_args!("{name}-{} epoch {epoch}", p.partition),
+                    );
+                    out.with_error_code(code)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(UNDEFINED)
+                }
             });
         }
         topics.push(

@@ -3,35 +3,68 @@
 //! A request carries batches for partitions that live on different cores, so each partition's
 //! append is sent to its owner; all of them start at once, in request order, which keeps a
 //! connection's pipelined requests in order on every partition they share.
+//!
+//! Request-level rules come first, in Kafka's order (`produce_checks.rs`); Produce v0–2 may
+//! carry magic 0/1 message sets, which are up-converted here, on the connection's shard,
+//! before the owner sees a v2 batch; the owner checks batches and records
+//! (`Log::admit`).
 
+use super::produce_checks::{self, Refusal};
 use super::routing::on_partition;
 use super::{errors, Request, Response};
+use crate::metrics::Conversion;
 use crate::server::shard::Shard;
+use bytes::Bytes;
+use ferrite_shards::batch::legacy::{self, up::up_convert};
+use ferrite_shards::batch::record_checks::RecordError;
+use ferrite_shards::batch::{BatchError, MAGIC_V2};
 use ferrite_shards::log::AppendInfo;
 use ferrite_shards::partition::Partition;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use ferrite_shards::Error;
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-type Outcome = Result<AppendInfo, (i16, String)>;
+/// Why a partition's records were not appended, with what Kafka's response carries for it.
+#[derive(Debug, Default)]
+struct Failure {
+    code: i16,
+    message: String,
+    /// The partition's log start offset where Kafka reports it (refusals from the log's
+    /// validation and producer state), -1 otherwise.
+    log_start_offset: i64,
+    /// The refused records (Produce v8+ `record_errors`), the first `RECORD_ERRORS_MAX`.
+    record_errors: Vec<RecordError>,
+}
+
+impl From<Refusal> for Failure {
+    fn from((code, message): Refusal) -> Failure {
+        Failure {
+            code,
+            message,
+            log_start_offset: -1,
+            ..Failure::default()
+        }
+    }
+}
+
+type Outcome = Result<AppendInfo, Failure>;
 
 pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Response {
     let acks = body.acks;
     let timeout = Duration::from_millis(body.timeout_ms.max(0) as u64);
-    let refusal = if !(-1..=1).contains(&acks) {
-        Some((
-            errors::INVALID_REQUIRED_ACKS,
-            format!("acks={acks} is not 0, 1 or -1"),
-        ))
-    } else if body.transactional_id.is_some() {
-        Some((
-            errors::INVALID_REQUEST,
-            "transactions are not supported".to_string(),
-        ))
-    } else {
-        None
-    };
+    let record_sets: Vec<&Bytes> = body
+        .topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter().filter_map(|p| p.records.as_ref()))
+        .collect();
+    let request_refusal = produce_checks::missing_transactional_id(
+        body.transactional_id.as_ref().map(|t| t.as_str()),
+        &record_sets,
+    );
     let mut calls = Vec::new();
     let mut layout = Vec::with_capacity(body.topic_data.len());
     for topic in body.topic_data {
@@ -39,54 +72,42 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
         let mut indexes = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
             indexes.push(p.index);
-            let refusal = refusal.clone();
+            let before_append = request_refusal.clone().or_else(|| {
+                partition_refusal(shard, req, &name, p.index, acks, p.records.as_ref())
+            });
             let name = name.clone();
             calls.push(async move {
-                if let Some(r) = refusal {
-                    return Err(r);
+                if let Some(r) = before_append {
+                    return Err(Failure::from(r));
                 }
                 let Some(records) = p.records else {
-                    return Err((
+                    return Err(Failure::from((
                         errors::CORRUPT_MESSAGE,
                         "the record set is null".to_string(),
-                    ));
+                    )));
                 };
-                let required = required_isr(shard, &name);
-                if acks == -1 {
-                    if let Some(e) = not_enough_replicas(shard, &name, p.index, required) {
-                        return Err(e);
-                    }
-                }
-                let outcome = on_partition(shard, &name, p.index, move |part| {
-                    Box::pin(async move {
-                        let epoch = part.leader_epoch();
-                        let info = part
-                            .produce(&records)
-                            .await
-                            .map_err(|e| (errors::code_for(&e), e.to_string()))?;
-                        if acks == -1 {
-                            committed(&part, &info, epoch, required, timeout).await?;
-                        }
-                        Ok(info)
-                    })
-                })
-                .await;
-                match outcome {
-                    Ok(r) => r,
-                    Err(code) => Err((code, String::new())),
-                }
+                let records = up_converted(shard, records)?;
+                append(shard, &name, p.index, records, acks, timeout).await
             });
         }
         layout.push((topic.name, indexes));
     }
     let outcomes: Vec<Outcome> = futures::future::join_all(calls).await;
-    for (code, _) in outcomes.iter().filter_map(|o| o.as_ref().err()) {
-        shard.metrics.error(ApiKey::Produce, *code);
+    for failure in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        errors::refused(shard, ApiKey::Produce, failure.code, &failure.message);
     }
-    let mut outcomes = outcomes.into_iter();
     if acks == 0 {
+        // Kafka closes an acks=0 producer's connection when a partition failed: the only way
+        // such a producer learns of it (and refreshes its metadata).
+        if let Some(f) = outcomes.iter().find_map(|o| o.as_ref().err()) {
+            return Response::Close(format!(
+                "acks=0 produce failed with error {}: {}",
+                f.code, f.message
+            ));
+        }
         return Response::Nothing;
     }
+    let mut outcomes = outcomes.into_iter();
     let responses = layout
         .into_iter()
         .map(|(name, indexes)| {
@@ -108,23 +129,181 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
     )
 }
 
+/// What refuses one partition before its owner is asked, in Kafka's order: unknown topic,
+/// the record set's shape (v3+), acks, internal topics, then the ISR for acks=all.
+fn partition_refusal(
+    shard: &Shard,
+    req: &Request,
+    topic: &str,
+    index: i32,
+    acks: i16,
+    records: Option<&Bytes>,
+) -> Option<Refusal> {
+    if shard.metadata().partition(topic, index).is_none() {
+        return Some((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("{topic}-{index} does not exist"),
+        ));
+    }
+    if let Some(r) = records.and_then(|r| produce_checks::shape_refusal(req.version, r)) {
+        return Some(r);
+    }
+    if let Some(r) = produce_checks::acks_refusal(acks) {
+        return Some(r);
+    }
+    if let Some(r) = produce_checks::internal_topic_refusal(topic, &req.client_id) {
+        return Some(r);
+    }
+    if let Some(r) = records.and_then(produce_checks::unverified_transaction) {
+        return Some(r);
+    }
+    if acks == -1 {
+        return not_enough_replicas(shard, topic, index, required_isr(shard, topic));
+    }
+    None
+}
+
+/// A Produce v0–2 magic 0/1 message set as one v2 batch (counted in the metrics); v2
+/// batches as they came.
+fn up_converted(shard: &Shard, records: Bytes) -> Result<Bytes, Failure> {
+    if legacy::magic_of(&records).is_none_or(|m| m >= MAGIC_V2) {
+        return Ok(records);
+    }
+    let started = Instant::now();
+    let (batch, count) = up_convert(&records).map_err(|e| batch_failure(&e, -1))?;
+    shard
+        .metrics
+        .converted(Conversion::Up, count, started.elapsed(), batch.len());
+    Ok(batch)
+}
+
+/// Appends on the owner and, for acks=all, waits for the ISR.
+async fn append(
+    shard: &Shard,
+    topic: &str,
+    index: i32,
+    records: Bytes,
+    acks: i16,
+    timeout: Duration,
+) -> Outcome {
+    let required = required_isr(shard, topic);
+    let outcome = on_partition(shard, topic, index, move |part| {
+        Box::pin(async move {
+            let epoch = part.leader_epoch();
+            let info = part
+                .produce(&records)
+                .await
+                .map_err(|e| append_failure(&e, &part))?;
+            if acks == -1 {
+                committed(&part, &info, epoch, required, timeout).await?;
+            }
+            Ok(info)
+        })
+    })
+    .await;
+    match outcome {
+        Ok(r) => r,
+        Err(code) => Err(Failure {
+            code,
+            log_start_offset: -1,
+            ..Failure::default()
+        }),
+    }
+}
+
+/// Kafka reports the real log start offset with every refusal except the few it treats as
+/// "unknown append info" (`ReplicaManager.appendToLocalLog`: corrupt records, too large,
+/// storage errors, not leader).
+fn append_failure(e: &Error, part: &Partition) -> Failure {
+    let log_start = part.log().log_start_offset();
+    match e {
+        Error::InvalidBatch(b) => batch_failure(b, log_start),
+        e => {
+            let code = errors::code_for(e);
+            let reports_log_start = !matches!(
+                code,
+                errors::NOT_LEADER_OR_FOLLOWER | errors::KAFKA_STORAGE_ERROR
+            );
+            Failure {
+                code,
+                message: e.to_string(),
+                log_start_offset: if reports_log_start { log_start } else { -1 },
+                ..Failure::default()
+            }
+        }
+    }
+}
+
+fn batch_failure(b: &BatchError, log_start_offset: i64) -> Failure {
+    let code = errors::batch_code(b);
+    let unknown_append_info = matches!(code, errors::CORRUPT_MESSAGE | errors::MESSAGE_TOO_LARGE);
+    let log_start_offset = if unknown_append_info {
+        -1
+    } else {
+        log_start_offset
+    };
+    match b {
+        BatchError::RecordsRefused { errors, count } => Failure {
+            code,
+            message: records_refused_message(code, errors, *count),
+            log_start_offset,
+            record_errors: errors.clone(),
+        },
+        b => Failure {
+            code,
+            message: b.to_string(),
+            log_start_offset,
+            ..Failure::default()
+        },
+    }
+}
+
+/// Kafka's summary of refused records (`LogValidator.processRecordErrors`).
+fn records_refused_message(code: i16, errors: &[RecordError], count: usize) -> String {
+    if code == errors::INVALID_TIMESTAMP {
+        return "One or more records have been rejected due to invalid timestamp".to_string();
+    }
+    let first: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                e.index, e.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {count} record errors in total, and only showing the first three errors at most: [{}]",
+        first.join(", ")
+    )
+}
+
 fn partition_response(index: i32, outcome: Outcome) -> PartitionProduceResponse {
-    let r = PartitionProduceResponse::default()
-        .with_index(index)
-        .with_log_append_time_ms(-1);
+    let r = PartitionProduceResponse::default().with_index(index);
     match outcome {
         Ok(info) => r
             .with_base_offset(info.base_offset)
+            .with_log_append_time_ms(info.log_append_time_ms)
             .with_log_start_offset(info.log_start_offset),
-        Err((code, message)) => {
-            if code != errors::NOT_LEADER_OR_FOLLOWER && code != errors::UNKNOWN_TOPIC_OR_PARTITION
-            {
-                tracing::debug!(partition = index, code, %message, "produce refused");
-            }
-            r.with_error_code(code)
+        Err(f) => {
+            let record_errors = f
+                .record_errors
+                .into_iter()
+                .map(|e| {
+                    BatchIndexAndErrorMessage::default()
+                        .with_batch_index(e.index)
+                        .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
+                })
+                .collect();
+            r.with_error_code(f.code)
                 .with_base_offset(-1)
-                .with_log_start_offset(-1)
-                .with_error_message((!message.is_empty()).then(|| StrBytes::from_string(message)))
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(f.log_start_offset)
+                .with_record_errors(record_errors)
+                .with_error_message(
+                    (!f.message.is_empty()).then(|| StrBytes::from_string(f.message)),
+                )
         }
     }
 }
@@ -140,12 +319,7 @@ fn required_isr(shard: &Shard, topic: &str) -> i32 {
 }
 
 /// acks=all needs `min.insync.replicas` replicas in the ISR.
-fn not_enough_replicas(
-    shard: &Shard,
-    topic: &str,
-    index: i32,
-    required: i32,
-) -> Option<(i16, String)> {
+fn not_enough_replicas(shard: &Shard, topic: &str, index: i32, required: i32) -> Option<Refusal> {
     let metadata = shard.metadata();
     let partition = metadata.partition(topic, index)?;
     let isr = partition.isr.len() as i32;
@@ -165,26 +339,31 @@ async fn committed(
     epoch: i32,
     required: i32,
     timeout: Duration,
-) -> Result<(), (i16, String)> {
+) -> Result<(), Failure> {
+    let log_start_offset = info.log_start_offset;
     let done = part
         .wait_committed(info.last_offset, epoch, timeout)
         .await
-        .map_err(|e| (errors::code_for(&e), e.to_string()))?;
+        .map_err(|e| append_failure(&e, part))?;
     if !done {
-        return Err((
-            errors::REQUEST_TIMED_OUT,
-            format!(
+        return Err(Failure {
+            code: errors::REQUEST_TIMED_OUT,
+            message: format!(
                 "offset {} was not replicated to the ISR within {timeout:?}",
                 info.last_offset
             ),
-        ));
+            log_start_offset,
+            ..Failure::default()
+        });
     }
     let isr = part.role().isr.len() as i32;
     if isr < required {
-        return Err((
-            errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-            format!("written, but the in-sync replicas ({isr}) fell below min.insync.replicas ({required})"),
-        ));
+        return Err(Failure {
+            code: errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            message: format!("written, but the in-sync replicas ({isr}) fell below min.insync.replicas ({required})"),
+            log_start_offset,
+            ..Failure::default()
+        });
     }
     Ok(())
 }

@@ -31,7 +31,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: SyncGroupRequest) -> Res
         .await
         .unwrap_or_else(SyncReply::error)
     };
-    shard.metrics.error(ApiKey::SyncGroup, reply.error);
+    errors::refused(shard, ApiKey::SyncGroup, reply.error, &"sync");
     let resp = SyncGroupResponse::default()
         .with_error_code(reply.error)
         .with_protocol_type(reply.protocol_type.map(StrBytes::from_string))

@@ -75,6 +75,15 @@ impl ClusterMetadata {
         self.topics.get(name)
     }
 
+    /// The topic with this id (requests from v13 of Fetch on name topics by id). A linear
+    /// scan: requests name few topics, and the zero id is nobody's.
+    pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<&Arc<TopicInfo>> {
+        if *id == [0; 16] {
+            return None;
+        }
+        self.topics.values().find(|t| t.id == *id)
+    }
+
     pub fn partition(&self, topic: &str, index: i32) -> Option<&PartitionInfo> {
         let t = self.topics.get(topic)?;
         usize::try_from(index)

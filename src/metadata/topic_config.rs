@@ -12,10 +12,6 @@ pub const BROKER_TOPIC_KEYS: &[(&str, &str)] = &[
         "producer: batches are stored as the producer compressed them",
     ),
     (
-        "message.timestamp.type",
-        "CreateTime: the producer's timestamps are kept",
-    ),
-    (
         "min.insync.replicas",
         "replicas that must hold a batch before acks=all succeeds",
     ),
@@ -36,10 +32,6 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         "compression.type" if value == "producer" => Ok(()),
         "compression.type" => Err(format!(
             "compression.type={value}: Ferrite stores batches as producers compressed them (compression.type=producer)"
-        )),
-        "message.timestamp.type" if value == "CreateTime" => Ok(()),
-        "message.timestamp.type" => Err(format!(
-            "message.timestamp.type={value}: only CreateTime is supported"
         )),
         "min.insync.replicas" => match value.parse::<i32>() {
             Ok(n) if (1..=32767).contains(&n) => Ok(()),
@@ -65,7 +57,6 @@ pub fn all_names() -> Vec<&'static str> {
 pub fn broker_topic_default(name: &str, min_insync_replicas: i32) -> Option<String> {
     Some(match name {
         "compression.type" => "producer".into(),
-        "message.timestamp.type" => "CreateTime".into(),
         "min.insync.replicas" => min_insync_replicas.to_string(),
         "unclean.leader.election.enable" => "false".into(),
         _ => return None,

@@ -83,6 +83,27 @@ fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {
             count,
         );
     }
+    for (way, c) in [("up", &m.conversions[0]), ("down", &m.conversions[1])] {
+        let labels: &[(&str, &str)] = &[("shard", shard), ("direction", way)];
+        e.counter(
+            "ferrite_message_conversions_total",
+            "Records converted: up from Produce v0-2 message sets, down for Fetch v0-3 readers.",
+            labels,
+            c.records.get(),
+        );
+        e.counter(
+            "ferrite_message_conversion_micros_total",
+            "Time spent converting records between message formats, in microseconds.",
+            labels,
+            c.micros.get(),
+        );
+        e.counter(
+            "ferrite_message_conversion_bytes_total",
+            "Bytes built in memory by message format conversions (they cannot splice).",
+            labels,
+            c.bytes.get(),
+        );
+    }
     for (topic, partitions) in m.fetched_bytes.borrow().iter() {
         for (partition, &bytes) in partitions {
             let partition = partition.to_string();

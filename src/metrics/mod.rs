@@ -34,6 +34,27 @@ pub struct ShardMetrics {
     /// Record bytes this shard sent in fetch responses, by topic and partition (whichever
     /// shard owns the partition).
     fetched_bytes: RefCell<HashMap<String, HashMap<i32, u64>>>,
+    /// Produce v0–2 message sets up-converted, and Fetch v0–3 answers down-converted.
+    pub conversions: [MessageConversions; 2],
+}
+
+/// Which way records were converted between the old message formats and v2 batches.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Conversion {
+    /// Produce v0–2: magic 0/1 message sets written as v2 batches.
+    Up = 0,
+    /// Fetch v0–3: v2 batches read out as magic 0/1 message sets.
+    Down = 1,
+}
+
+/// Kafka's ProduceMessageConversionsPerSec / FetchMessageConversionsPerSec and the request
+/// metrics MessageConversionsTimeMs and TemporaryMemoryBytes, as counters.
+#[derive(Default)]
+pub struct MessageConversions {
+    pub records: Cell<u64>,
+    pub micros: Cell<u64>,
+    /// Bytes built in memory by the conversions.
+    pub bytes: Cell<u64>,
 }
 
 impl Default for ShardMetrics {
@@ -45,6 +66,7 @@ impl Default for ShardMetrics {
             refused: (0..slots).map(|_| Cell::new(0)).collect(),
             errors: RefCell::new(BTreeMap::new()),
             fetched_bytes: RefCell::new(HashMap::new()),
+            conversions: Default::default(),
         }
     }
 }
@@ -89,6 +111,14 @@ impl ShardMetrics {
                 .entry((slot_of(api), code))
                 .or_default() += 1;
         }
+    }
+
+    /// Records converted between message formats, the time it took and the bytes it built.
+    pub fn converted(&self, way: Conversion, records: usize, took: Duration, bytes: usize) {
+        let c = &self.conversions[way as usize];
+        bump(&c.records, records as u64);
+        bump(&c.micros, took.as_micros() as u64);
+        bump(&c.bytes, bytes as u64);
     }
 
     /// Record bytes of one partition sent in a fetch response.

@@ -2,17 +2,19 @@
 //!
 //! The codec crate would need the records as one in-memory buffer; here the protocol bytes are
 //! encoded around them and the records stay as `Chunk`s (spliced from the page cache, or cached
-//! batches). Layout of versions 4 to 12, checked field by field against the crate's decoder
+//! batches). Layout of versions 0 to 17, checked field by field against the crate's decoder
 //! and byte for byte against its encoder in the tests below:
 //!
 //! ```text
 //! size i32 | correlation_id i32 | [v12: header tags]
-//! throttle_time_ms i32 | [v7+: error_code i16, session_id i32]
-//! responses: [topic string, partitions: [index i32, error i16, high_watermark i64,
-//!   last_stable_offset i64, [v5+: log_start_offset i64], aborted_transactions nullable array,
-//!   [v11+: preferred_read_replica i32], records bytes, [v12: tags]], [v12: tags]] [v12: tags]
+//! [v1+: throttle_time_ms i32] | [v7+: error_code i16, session_id i32]
+//! responses: [topic string (v13+: topic_id uuid), partitions: [index i32, error i16, high_watermark i64,
+//!   [v4+: last_stable_offset i64], [v5+: log_start_offset i64],
+//!   [v4+: aborted_transactions nullable array], [v11+: preferred_read_replica i32],
+//!   records bytes, [v12: tags]], [v12: tags]] [v12: tags]
 //! ```
 //! v12 is the flexible encoding: compact arrays and strings (length + 1 as unsigned varint).
+//! v13 names topics by id; v14–17 change only requests and tagged fields Ferrite leaves out.
 
 use crate::server::send::OutChunk;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -31,6 +33,8 @@ pub struct PartitionOut {
 
 pub struct TopicOut {
     pub name: String,
+    /// The topic's id: what v13 and later carry instead of the name.
+    pub id: [u8; 16],
     pub partitions: Vec<PartitionOut>,
 }
 
@@ -53,7 +57,7 @@ fn put_len(buf: &mut BytesMut, flexible: bool, n: usize) {
 /// Encodes the whole frame (size prefix included) as chunks in wire order.
 pub fn encode(version: i16, correlation_id: i32, topics: Vec<TopicOut>) -> Vec<OutChunk> {
     assert!(
-        (4..=12).contains(&version),
+        (0..=17).contains(&version),
         "Fetch v{version} is not encoded here"
     );
     let flexible = version >= 12;
@@ -66,29 +70,39 @@ pub fn encode(version: i16, correlation_id: i32, topics: Vec<TopicOut>) -> Vec<O
     if flexible {
         put_uvarint(&mut buf, 0);
     }
-    buf.put_i32(0); // throttle_time_ms
+    if version >= 1 {
+        buf.put_i32(0); // throttle_time_ms
+    }
     if version >= 7 {
         buf.put_i16(0); // error_code
         buf.put_i32(0); // session_id: no fetch sessions, every response is full
     }
     put_len(&mut buf, flexible, topics.len());
     for t in topics {
-        if flexible {
-            put_uvarint(&mut buf, t.name.len() as u64 + 1);
+        if version >= 13 {
+            buf.put_slice(&t.id);
         } else {
-            buf.put_i16(t.name.len() as i16);
+            if flexible {
+                put_uvarint(&mut buf, t.name.len() as u64 + 1);
+            } else {
+                buf.put_i16(t.name.len() as i16);
+            }
+            buf.put_slice(t.name.as_bytes());
         }
-        buf.put_slice(t.name.as_bytes());
         put_len(&mut buf, flexible, t.partitions.len());
         for p in t.partitions {
             buf.put_i32(p.index);
             buf.put_i16(p.error_code);
             buf.put_i64(p.high_watermark);
-            buf.put_i64(p.last_stable_offset);
+            if version >= 4 {
+                buf.put_i64(p.last_stable_offset);
+            }
             if version >= 5 {
                 buf.put_i64(p.log_start_offset);
             }
-            put_len(&mut buf, flexible, 0); // aborted_transactions: none
+            if version >= 4 {
+                put_len(&mut buf, flexible, 0); // aborted_transactions: none
+            }
             if version >= 11 {
                 buf.put_i32(-1); // preferred_read_replica: none
             }
@@ -139,6 +153,7 @@ mod tests {
     };
     use kafka_protocol::messages::{ResponseHeader, TopicName};
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use uuid::Uuid;
 
     fn flatten(chunks: &[OutChunk]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -159,10 +174,11 @@ mod tests {
     #[test]
     fn every_version_matches_the_codec_byte_for_byte() {
         let records = Bytes::from_static(b"not really a batch, but bytes all the same");
-        for version in 4..=12i16 {
+        for version in 0..=17i16 {
             let topics = vec![
                 TopicOut {
                     name: "orders".into(),
+                    id: [7; 16],
                     partitions: vec![
                         PartitionOut {
                             index: 0,
@@ -186,6 +202,7 @@ mod tests {
                 },
                 TopicOut {
                     name: "x".repeat(200),
+                    id: [9; 16],
                     partitions: vec![],
                 },
             ];
@@ -204,19 +221,32 @@ mod tests {
             assert_eq!(p.high_watermark, 42);
             assert_eq!(p.records.as_ref().unwrap(), &records);
             assert_eq!(decoded.responses[0].partitions[1].error_code, 1);
-            assert_eq!(decoded.responses[1].topic.0.as_str().len(), 200);
+            if version >= 13 {
+                assert_eq!(decoded.responses[1].topic_id, Uuid::from_bytes([9; 16]));
+            } else {
+                assert_eq!(decoded.responses[1].topic.0.as_str().len(), 200);
+            }
             // The crate's own encoder gives the same bytes.
             let mut expect = FetchResponse::default();
             expect.responses = vec![
                 FetchableTopicResponse::default()
-                    .with_topic(TopicName(StrBytes::from_static_str("orders")))
+                    .with_topic(if version < 13 {
+                        TopicName(StrBytes::from_static_str("orders"))
+                    } else {
+                        TopicName::default()
+                    })
+                    .with_topic_id(if version >= 13 {
+                        Uuid::from_bytes([7; 16])
+                    } else {
+                        Uuid::nil()
+                    })
                     .with_partitions(vec![
                         PartitionData::default()
                             .with_partition_index(0)
                             .with_high_watermark(42)
-                            .with_last_stable_offset(42)
-                            .with_log_start_offset(7)
-                            .with_aborted_transactions(Some(vec![]))
+                            .with_last_stable_offset(if version >= 4 { 42 } else { -1 })
+                            .with_log_start_offset(if version >= 5 { 7 } else { -1 })
+                            .with_aborted_transactions((version >= 4).then(Vec::new))
                             .with_records(Some(records.clone())),
                         PartitionData::default()
                             .with_partition_index(3)
@@ -224,11 +254,20 @@ mod tests {
                             .with_high_watermark(-1)
                             .with_last_stable_offset(-1)
                             .with_log_start_offset(-1)
-                            .with_aborted_transactions(Some(vec![]))
+                            .with_aborted_transactions((version >= 4).then(Vec::new))
                             .with_records(Some(Bytes::new())),
                     ]),
                 FetchableTopicResponse::default()
-                    .with_topic(TopicName(StrBytes::from_string("x".repeat(200)))),
+                    .with_topic(if version < 13 {
+                        TopicName(StrBytes::from_string("x".repeat(200)))
+                    } else {
+                        TopicName::default()
+                    })
+                    .with_topic_id(if version >= 13 {
+                        Uuid::from_bytes([9; 16])
+                    } else {
+                        Uuid::nil()
+                    }),
             ];
             let mut theirs = BytesMut::new();
             ResponseHeader::default()

@@ -27,6 +27,22 @@ pub fn peek_header(frame: &[u8]) -> Option<PeekedHeader> {
     })
 }
 
+/// The client id of a request header (every header version carries it right after the
+/// correlation id, as a nullable int16-length string), for logging refusals of requests that
+/// did not decode. `""` when absent or unreadable.
+pub fn peek_client_id(frame: &[u8]) -> String {
+    let Some(len) = frame.get(8..10).map(|b| i16::from_be_bytes([b[0], b[1]])) else {
+        return String::new();
+    };
+    let Ok(len) = usize::try_from(len) else {
+        return String::new();
+    };
+    frame
+        .get(10..10 + len)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
+}
+
 /// A whole response frame: size, header (the version the API uses), body.
 pub fn encode_response<R: Encodable + HeaderVersion>(
     api_key: ApiKey,
@@ -42,4 +58,19 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
     header.encode(&mut buf, header_version)?;
     body.encode(&mut buf, version)?;
     Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_id_is_read_from_any_header() {
+        let mut f = vec![0, 1, 0, 4, 0, 0, 0, 9, 0, 3];
+        f.extend_from_slice(b"abcrest");
+        assert_eq!(peek_client_id(&f), "abc");
+        assert_eq!(peek_client_id(&[0, 1, 0, 4, 0, 0, 0, 9, 0xff, 0xff]), "");
+        assert_eq!(peek_client_id(&[0, 1, 0, 4, 0, 0, 0, 9, 0, 50, 1]), "");
+        assert_eq!(peek_client_id(&[0, 1]), "");
+    }
 }

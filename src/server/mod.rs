@@ -28,6 +28,9 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a started shard waits for the others to open their partitions before it serves
+/// anyway (a shard that failed to start stops the process long before).
+const START_BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a stopping shard waits for its connections to finish in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a shard runs flush checks; retention runs every `log.retention.check.interval.ms`.
@@ -188,17 +191,9 @@ async fn run_shard(
         let _ = ready.send(Err(format!("shard {id}: opening partitions: {e}")));
         return;
     }
-    let listener = match TcpListener::bind(config.listen) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = ready.send(Err(format!(
-                "shard {id}: listening on {}: {e}",
-                config.listen
-            )));
-            shard.close_partitions().await;
-            return;
-        }
-    };
+    // Other shards' calls wait until this shard holds its partitions, and no shard accepts a
+    // client before every shard does: a request routed anywhere finds its partition open.
+    shard.router().open_inbox();
     if id == ShardId(0) {
         if let Some(addr) = config.metrics {
             match TcpListener::bind(addr) {
@@ -216,6 +211,22 @@ async fn run_shard(
             }
         }
     }
+    // Everything a client may reach (the metrics endpoint included) is up before any shard
+    // listens: the Kafka port accepting is the sign the broker is ready.
+    stopping
+        .arrive_and_wait(&stopping.started, Instant::now() + START_BARRIER_TIMEOUT)
+        .await;
+    let listener = match TcpListener::bind(config.listen) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!(
+                "shard {id}: listening on {}: {e}",
+                config.listen
+            )));
+            shard.close_partitions().await;
+            return;
+        }
+    };
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     glommio::spawn_local(maintenance_loop(shard.clone())).detach();
     cleaner::start(&shard);
@@ -241,9 +252,10 @@ async fn run_shard(
     tracing::debug!(shard = %id, "shard stopped");
 }
 
-/// Shards meeting at the two steps of a graceful stop.
+/// Shards meeting when all are started, and at the two steps of a graceful stop.
 struct StopBarrier {
     shards: usize,
+    started: std::sync::atomic::AtomicUsize,
     drained: std::sync::atomic::AtomicUsize,
     closed: std::sync::atomic::AtomicUsize,
 }
@@ -252,6 +264,7 @@ impl StopBarrier {
     fn new(shards: usize) -> StopBarrier {
         StopBarrier {
             shards,
+            started: Default::default(),
             drained: Default::default(),
             closed: Default::default(),
         }

@@ -11,11 +11,16 @@ pub const SESSION_MS: u64 = 4000;
 
 /// Broker `node` of a cluster on `zk`, one shard, with `extra` settings.
 pub fn start_broker(zk: &ZooKeeper, node: i32, extra: &[&str]) -> Broker {
+    start_broker_on(&zk.connect_string(), node, extra)
+}
+
+/// Broker `node` on the ZooKeeper connect string `connect` (a chroot may follow the servers).
+pub fn start_broker_on(connect: &str, node: i32, extra: &[&str]) -> Broker {
     let mut args: Vec<String> = [
         "--node-id",
         &node.to_string(),
         "--zookeeper",
-        &zk.connect_string(),
+        connect,
         "--cores",
         "1",
         "--set",

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod go;
 pub mod wire;
 pub mod zookeeper;
 
@@ -18,11 +19,37 @@ use std::time::{Duration, Instant};
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// A loopback port no other test of this run has been given. The kernel's free port is only
+/// free until someone binds it, and tests run in parallel processes whose brokers bind later
+/// (with SO_REUSEPORT, two brokers could even share one): each port handed out is claimed by
+/// creating a file named after it, so no two test processes get the same one. Claims older
+/// than `PORT_CLAIM_TTL` are from earlier runs and are taken over.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    const PORT_CLAIM_TTL: Duration = Duration::from_secs(30 * 60);
+    let claims = std::env::temp_dir().join("ferrite-test-ports");
+    std::fs::create_dir_all(&claims).expect("port claims directory");
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let claim = claims.join(port.to_string());
+        let stale = std::fs::metadata(&claim)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().unwrap_or_default() > PORT_CLAIM_TTL);
+        if stale {
+            let _ = std::fs::remove_file(&claim);
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+        {
+            Ok(_) => return port,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("claiming port {port}: {e}"),
+        }
+    }
 }
 
 pub struct Broker {

@@ -53,5 +53,12 @@ where
     let header = ResponseHeader::decode(&mut frame, key.response_header_version(version))
         .expect("response header");
     assert_eq!(header.correlation_id, 7);
-    Resp::decode(&mut frame, version).unwrap_or_else(|e| panic!("{key:?} v{version} response: {e}"))
+    let decoded = Resp::decode(&mut frame, version)
+        .unwrap_or_else(|e| panic!("{key:?} v{version} response: {e}"));
+    assert!(
+        frame.is_empty(),
+        "{key:?} v{version}: {} bytes left after the response",
+        frame.len()
+    );
+    decoded
 }

@@ -4,7 +4,7 @@
 //! (group metadata and offsets), for tests and benchmarks, and for the few places that need
 //! record-level answers (timestamp lookups, compaction) on uncompressed data.
 
-use super::{BatchError, BatchHeader, HEADER_BYTES, MAGIC_V2};
+use super::{BatchError, BatchHeader, Compression, HEADER_BYTES, MAGIC_V2};
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// One record to put in a batch.
@@ -34,20 +34,35 @@ impl ProducerFields {
 
 /// Encodes `records` as one uncompressed v2 batch with base offset 0.
 pub fn build_batch(records: &[NewRecord], producer: ProducerFields) -> Bytes {
+    build_batch_compressed(records, producer, Compression::None)
+        .expect("an uncompressed batch needs no codec")
+}
+
+/// Encodes `records` as one v2 batch with base offset 0, its record section compressed with
+/// `codec`. Records with no timestamp (`-1`, from magic 0 messages) keep none.
+pub fn build_batch_compressed(
+    records: &[NewRecord],
+    producer: ProducerFields,
+    codec: Compression,
+) -> Result<Bytes, BatchError> {
     assert!(!records.is_empty(), "a batch holds at least one record");
-    let base_timestamp = records.iter().map(|r| r.timestamp_ms).min().unwrap_or(0);
-    let max_timestamp = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(0);
+    let base_timestamp = records[0].timestamp_ms;
+    let max_timestamp = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(-1);
     let mut body = BytesMut::new();
     for (delta, record) in records.iter().enumerate() {
         encode_record(&mut body, record, delta as i32, base_timestamp);
     }
-    let mut out = BytesMut::with_capacity(HEADER_BYTES + body.len());
+    let section = match codec {
+        Compression::None => body.freeze(),
+        codec => Bytes::from(super::codec::compress(codec, &body)?),
+    };
+    let mut out = BytesMut::with_capacity(HEADER_BYTES + section.len());
     out.put_i64(0); // baseOffset: assigned by the log
-    out.put_i32((HEADER_BYTES - 12 + body.len()) as i32);
+    out.put_i32((HEADER_BYTES - 12 + section.len()) as i32);
     out.put_i32(-1); // partitionLeaderEpoch: stamped by the log
     out.put_u8(MAGIC_V2);
     out.put_u32(0); // crc, filled below
-    out.put_i16(0); // attributes: no compression, create time
+    out.put_i16(codec as i16); // attributes: the codec, create time
     out.put_i32(records.len() as i32 - 1);
     out.put_i64(base_timestamp);
     out.put_i64(max_timestamp);
@@ -55,10 +70,10 @@ pub fn build_batch(records: &[NewRecord], producer: ProducerFields) -> Bytes {
     out.put_i16(producer.producer_epoch);
     out.put_i32(producer.base_sequence);
     out.put_i32(records.len() as i32);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&section);
     let crc = crc32c::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
-    out.freeze()
+    Ok(out.freeze())
 }
 
 fn encode_record(out: &mut BytesMut, record: &NewRecord, offset_delta: i32, base_ts: i64) {

@@ -36,7 +36,7 @@ pub fn decompress(codec: Compression, data: &[u8], limit: usize) -> Result<Vec<u
             let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| bad(codec, e))?;
             read_bounded(codec, decoder, limit)
         }
-        Compression::Snappy => snappy_decompress(data, limit),
+        Compression::Snappy => read_bounded(codec, super::stream::SnappyReader::new(data)?, limit),
     }
 }
 
@@ -87,44 +87,6 @@ fn read_bounded(
         .map_err(|e| bad(codec, e))?;
     if out.len() > limit {
         return Err(bad(codec, format!("inflates beyond {limit} bytes")));
-    }
-    Ok(out)
-}
-
-fn snappy_decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
-    let codec = Compression::Snappy;
-    let mut decoder = snap::raw::Decoder::new();
-    let mut raw_block = |block: &[u8], out: &mut Vec<u8>| -> Result<(), BatchError> {
-        let len = snap::raw::decompress_len(block).map_err(|e| bad(codec, e))?;
-        if out.len() + len > limit {
-            return Err(bad(codec, format!("inflates beyond {limit} bytes")));
-        }
-        let at = out.len();
-        out.resize(at + len, 0);
-        decoder
-            .decompress(block, &mut out[at..])
-            .map_err(|e| bad(codec, e))?;
-        Ok(())
-    };
-    let mut out = Vec::new();
-    let Some(mut rest) = data.strip_prefix(&XERIAL_HEADER[..8]) else {
-        raw_block(data, &mut out)?;
-        return Ok(out);
-    };
-    // Version and compatible-version words follow the magic.
-    rest = rest
-        .get(8..)
-        .ok_or_else(|| bad(codec, "truncated xerial header"))?;
-    while !rest.is_empty() {
-        let (len, after) = rest
-            .split_first_chunk::<4>()
-            .ok_or_else(|| bad(codec, "truncated block length"))?;
-        let len = u32::from_be_bytes(*len) as usize;
-        let block = after
-            .get(..len)
-            .ok_or_else(|| bad(codec, "truncated block"))?;
-        raw_block(block, &mut out)?;
-        rest = &after[len..];
     }
     Ok(out)
 }

@@ -19,12 +19,18 @@
 //! 61 records...
 //! ```
 //!
-//! The broker never parses records on the data path: validation, offset assignment and
-//! indexing all work from this header, and compressed batches stay compressed.
+//! Offset assignment and indexing work from this header alone, and compressed batches stay
+//! compressed on disk. A producer's batch is also walked record by record before it is
+//! written (`record_checks`, decompressing as a stream), as Kafka's `LogValidator` does; the
+//! bytes written are still the client's.
 
 pub mod build;
 pub mod codec;
+mod decoders;
+pub mod legacy;
+pub mod record_checks;
 pub mod records;
+mod stream;
 
 use bytes::Bytes;
 
@@ -104,7 +110,38 @@ pub enum BatchError {
     BadCompressedData { reason: String },
     #[error("batch records are malformed at byte {at} of the record section")]
     BadRecords { at: usize },
+    #[error("the base offset of a producer's batch must be 0, not {base_offset}")]
+    NonZeroBaseOffset { base_offset: i64 },
+    #[error("Clients are not allowed to write control records")]
+    ControlBatchFromClient,
+    #[error("old-format message set is corrupt: {reason}")]
+    CorruptLegacyMessage { reason: String },
+    #[error("old-format message set is invalid: {reason}")]
+    InvalidLegacyMessage { reason: String },
+    #[error("batch magic {magic} differs from the first batch's {first} in one record set")]
+    MixedMagic { first: u8, magic: u8 },
+    #[error("record {index} of the batch is malformed: {reason}")]
+    MalformedRecord { index: i32, reason: &'static str },
+    #[error("{count} records of the batch are refused; the first: {}", errors.first().map_or("", |e| e.message.as_str()))]
+    RecordsRefused {
+        /// The first `RECORD_ERRORS_MAX` refused records.
+        errors: Vec<record_checks::RecordError>,
+        /// Every refused record.
+        count: usize,
+    },
 }
+
+/// Where a batch's timestamps come from (attribute bit 3): Kafka's `message.timestamp.type`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TimestampType {
+    /// The producer's clock, per record.
+    CreateTime,
+    /// The broker's clock at append, for the whole batch (its maxTimestamp).
+    LogAppendTime,
+}
+
+/// Attribute bit 3: the batch's timestamps are the broker's (LogAppendTime).
+pub const LOG_APPEND_TIME_FLAG: i16 = 0x08;
 
 /// The fixed fields of a v2 batch.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -177,6 +214,14 @@ impl BatchHeader {
             .copied()
     }
 
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & LOG_APPEND_TIME_FLAG != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+
     pub fn is_transactional(&self) -> bool {
         self.attributes & 0x10 != 0
     }
@@ -200,7 +245,10 @@ impl BatchHeader {
     }
 }
 
-/// Validates one batch that must span `buf` exactly, from its header and CRC alone.
+/// Validates one batch that must span `buf` exactly, from its header and CRC alone, in the
+/// order Kafka checks (`UnifiedLog.analyzeAndValidateRecords`, then
+/// `LogValidator.validateBatch`): framing, base offset, size, CRC, codec, then the fields
+/// only a producer's batch must get right.
 pub fn validate(
     buf: &[u8],
     max_batch_bytes: usize,
@@ -218,10 +266,22 @@ pub fn validate(
             available: buf.len(),
         });
     }
+    if origin == BatchOrigin::Client && header.base_offset != 0 {
+        return Err(BatchError::NonZeroBaseOffset {
+            base_offset: header.base_offset,
+        });
+    }
     if buf.len() > max_batch_bytes {
         return Err(BatchError::TooLarge {
             len: buf.len(),
             max: max_batch_bytes,
+        });
+    }
+    let computed = crc32c::crc32c(&buf[CRC_START..]);
+    if computed != header.crc {
+        return Err(BatchError::CrcMismatch {
+            stored: header.crc,
+            computed,
         });
     }
     if header.compression().is_none() {
@@ -230,13 +290,11 @@ pub fn validate(
         });
     }
     check_record_count(&header, origin)?;
-    check_producer_fields(&header)?;
-    let computed = crc32c::crc32c(&buf[CRC_START..]);
-    if computed != header.crc {
-        return Err(BatchError::CrcMismatch {
-            stored: header.crc,
-            computed,
-        });
+    if origin == BatchOrigin::Client {
+        if header.is_control() {
+            return Err(BatchError::ControlBatchFromClient);
+        }
+        check_producer_fields(&header)?;
     }
     Ok(header)
 }
@@ -259,21 +317,65 @@ fn check_record_count(header: &BatchHeader, origin: BatchOrigin) -> Result<(), B
     Ok(())
 }
 
+/// Kafka checks a producer's fields only when it has a producer id (`producerId > -1`): then
+/// the batch needs a sequence. Epoch rules belong to the producer table (INVALID_PRODUCER_EPOCH).
+/// A plain producer's epoch and sequence are not looked at: clients send -1, 0 or anything.
 fn check_producer_fields(header: &BatchHeader) -> Result<(), BatchError> {
-    let sane = if header.producer_id >= 0 {
-        header.producer_epoch >= 0 && header.base_sequence >= 0
-    } else {
-        header.producer_id == -1 && header.base_sequence == -1 && !header.is_transactional()
-    };
-    if sane {
-        Ok(())
-    } else {
-        Err(BatchError::BadProducerFields {
+    if header.producer_id >= 0 && header.base_sequence < 0 {
+        return Err(BatchError::BadProducerFields {
             producer_id: header.producer_id,
             producer_epoch: header.producer_epoch,
             base_sequence: header.base_sequence,
-        })
+        });
     }
+    Ok(())
+}
+
+/// The whole batches of a producer's record set, each a zero-copy slice. A partial batch
+/// after the last whole one is dropped, as Kafka drops it (`UnifiedLog.trimInvalidBytes`);
+/// a length field that cannot be a batch is an error.
+pub fn whole_batches(records: &Bytes) -> Result<Vec<Bytes>, BatchError> {
+    let mut batches = Vec::new();
+    let mut at = 0usize;
+    while records.len() - at >= LOG_OVERHEAD_BYTES {
+        let declared = be_i32(&records[at..], 8);
+        if declared < (HEADER_BYTES - LOG_OVERHEAD_BYTES) as i32 {
+            return Err(BatchError::LengthMismatch {
+                declared: LOG_OVERHEAD_BYTES + declared.max(0) as usize,
+                available: records.len() - at,
+            });
+        }
+        let total = LOG_OVERHEAD_BYTES + declared as usize;
+        if total > records.len() - at {
+            break;
+        }
+        batches.push(records.slice(at..at + total));
+        at += total;
+    }
+    if batches.is_empty() {
+        return Err(BatchError::Empty);
+    }
+    Ok(batches)
+}
+
+/// A copy of `batch` with its timestamp type and maxTimestamp set and its CRC recomputed, as
+/// Kafka's `DefaultRecordBatch.setMaxTimestamp` rewrites them.
+pub fn with_max_timestamp(
+    batch: &[u8],
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) -> Bytes {
+    debug_assert!(batch.len() >= HEADER_BYTES);
+    let mut out = batch.to_vec();
+    let mut attributes = be_i16(&out, 21) & !LOG_APPEND_TIME_FLAG;
+    if timestamp_type == TimestampType::LogAppendTime {
+        attributes |= LOG_APPEND_TIME_FLAG;
+    }
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(out)
 }
 
 /// Splits a record set (one partition's `records` in a Produce request) into its batches,

@@ -146,10 +146,117 @@ fn stamp_rewrites_offset_and_epoch_without_touching_the_crc() {
     let prefix = stamp(&batch, 42, 7);
     let mut stamped = batch.to_vec();
     stamped[..STAMP_BYTES].copy_from_slice(&prefix);
-    let header = validate(&stamped, 1 << 20, BatchOrigin::Client).expect("crc still holds");
+    // As the log stores it: a replica's view (a producer's batch must have base offset 0).
+    let header = validate(&stamped, 1 << 20, BatchOrigin::Replica).expect("crc still holds");
     assert_eq!(header.base_offset, 42);
     assert_eq!(header.partition_leader_epoch, 7);
     assert_eq!(header.last_offset(), 43);
+}
+
+/// `batch` with `edit` applied to its bytes and its CRC made right again.
+fn edited(batch: &Bytes, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = batch.to_vec();
+    edit(&mut b);
+    let crc = crc32c::crc32c(&b[CRC_START..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+#[test]
+fn a_producers_batch_starts_at_offset_zero() {
+    let moved = edited(&sample(2), |b| b[0..8].copy_from_slice(&5i64.to_be_bytes()));
+    assert_eq!(
+        validate(&moved, 1 << 20, BatchOrigin::Client),
+        Err(BatchError::NonZeroBaseOffset { base_offset: 5 })
+    );
+    assert!(
+        validate(&moved, 1 << 20, BatchOrigin::Replica).is_ok(),
+        "a leader's batch keeps its offsets"
+    );
+}
+
+#[test]
+fn clients_may_not_write_control_batches() {
+    let control = edited(&sample(1), |b| b[22] |= 0x20);
+    assert_eq!(
+        validate(&control, 1 << 20, BatchOrigin::Client),
+        Err(BatchError::ControlBatchFromClient)
+    );
+    assert!(validate(&control, 1 << 20, BatchOrigin::Replica).is_ok());
+}
+
+#[test]
+fn a_plain_producers_epoch_and_sequence_are_not_looked_at() {
+    // Sarama's and other clients' non-idempotent batches: producer id -1 with sequence 0 or
+    // epoch 0. Kafka checks producer fields only when the producer id is 0 or more.
+    for (epoch, sequence) in [(-1i16, -1i32), (-1, 0), (0, 0), (0, -1), (7, 42)] {
+        let b = edited(&sample(1), |b| {
+            b[51..53].copy_from_slice(&epoch.to_be_bytes());
+            b[53..57].copy_from_slice(&sequence.to_be_bytes());
+        });
+        assert!(
+            validate(&b, 1 << 20, BatchOrigin::Client).is_ok(),
+            "epoch {epoch} sequence {sequence}"
+        );
+    }
+    let transactional_without_id = edited(&sample(1), |b| b[22] |= 0x10);
+    assert!(validate(&transactional_without_id, 1 << 20, BatchOrigin::Client).is_ok());
+}
+
+#[test]
+fn a_codec_id_beyond_zstd_is_unknown() {
+    for codec in 5..=7i16 {
+        let b = edited(&sample(1), |b| {
+            b[21..23].copy_from_slice(&codec.to_be_bytes())
+        });
+        assert_eq!(
+            validate(&b, 1 << 20, BatchOrigin::Client),
+            Err(BatchError::UnsupportedCompression {
+                codec: codec as u16
+            })
+        );
+    }
+}
+
+#[test]
+fn the_crc_is_checked_before_the_fields_it_covers() {
+    // A corrupt batch whose count is also wrong is corrupt first, as Kafka finds it.
+    let mut b = sample(2).to_vec();
+    b[57..61].copy_from_slice(&9i32.to_be_bytes());
+    assert!(matches!(
+        validate(&b, 1 << 20, BatchOrigin::Client),
+        Err(BatchError::CrcMismatch { .. })
+    ));
+}
+
+#[test]
+fn whole_batches_drops_a_cut_tail_and_refuses_impossible_lengths() {
+    let a = sample(2);
+    let with_tail = Bytes::from([a.to_vec(), a[..20].to_vec()].concat());
+    assert_eq!(whole_batches(&with_tail).unwrap(), vec![a.clone()]);
+    assert_eq!(whole_batches(&a.slice(..40)), Err(BatchError::Empty));
+    let mut tiny = a.to_vec();
+    tiny[8..12].copy_from_slice(&10i32.to_be_bytes());
+    assert!(matches!(
+        whole_batches(&Bytes::from(tiny)),
+        Err(BatchError::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_rewritten_max_timestamp_keeps_the_batch_valid() {
+    let b = with_max_timestamp(&sample(2), TimestampType::LogAppendTime, 99);
+    let h = validate(&b, 1 << 20, BatchOrigin::Client).unwrap();
+    assert_eq!(
+        (h.max_timestamp, h.timestamp_type()),
+        (99, TimestampType::LogAppendTime)
+    );
+    let back = with_max_timestamp(&b, TimestampType::CreateTime, 5);
+    let h = validate(&back, 1 << 20, BatchOrigin::Client).unwrap();
+    assert_eq!(
+        (h.max_timestamp, h.timestamp_type()),
+        (5, TimestampType::CreateTime)
+    );
 }
 
 proptest! {

@@ -32,6 +32,8 @@ pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
     pub log_start_offset: i64,
+    /// The broker time stamped on the batches of a LogAppendTime topic, else -1.
+    pub log_append_time_ms: i64,
 }
 
 /// A batch as placed in the file: position, header with its offsets, stamp, and the rest.
@@ -144,6 +146,7 @@ pub(crate) fn place(
             base_offset: first.expect("non-empty append"),
             last_offset: next_offset - 1,
             log_start_offset: log_start,
+            log_append_time_ms: -1,
         });
     }
     Ok(Group {

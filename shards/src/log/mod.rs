@@ -14,6 +14,7 @@
 //! Lives on: the shard that owns the partition; `Log` is `!Send`. What a read returns
 //! (`Chunk`s) is `Send` and may be served by any shard.
 
+mod admission;
 mod cache;
 mod checkpoint;
 mod clean;
@@ -34,6 +35,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use admission::Admitted;
 pub use cache::BatchCache;
 pub use clean::{CleanOutcome, CleanerBudget, IoThrottle};
 pub use epochs::{EpochEntry, LeaderEpochCache};
@@ -219,9 +221,15 @@ impl Log {
         &self.inner.stats
     }
 
-    /// Splits a record set into batches and validates each one for appending as a producer's.
+    /// Splits a record set from the leader into batches and validates each one (framing and
+    /// CRC, as Kafka's follower append: no record-level or producer checks).
     pub fn validate(&self, records: &Bytes, origin: BatchOrigin) -> Result<Vec<ValidBatch>> {
-        let max = self.inner.config.borrow().max_message_bytes;
+        // Kafka's follower append ignores max.message.bytes (`ignoreRecordSize`): the leader
+        // already decided.
+        let max = match origin {
+            BatchOrigin::Client => self.inner.config.borrow().max_message_bytes,
+            BatchOrigin::Replica => usize::MAX,
+        };
         batch::split_batches(records)?
             .into_iter()
             .map(|bytes| {
@@ -268,6 +276,19 @@ impl Log {
             .segments
             .iter()
             .map(|s| s.base_offset)
+            .collect()
+    }
+
+    /// (base offset, newest record timestamp or -1) of each segment, oldest first: what
+    /// ListOffsets v0 answers from (Kafka uses each segment file's modification time; the
+    /// newest timestamp the segment holds is the closest thing the log tracks).
+    pub fn segment_times(&self) -> Vec<(i64, i64)> {
+        self.inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| (s.base_offset, s.max_timestamp))
             .collect()
     }
 

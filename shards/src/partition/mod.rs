@@ -110,8 +110,9 @@ impl Partition {
         if !self.leads() {
             return Err(Error::NotLeader(self.log.dir().to_path_buf()));
         }
-        let batches = self.log.validate(records, BatchOrigin::Client)?;
         let now = now_ms();
+        let admitted = self.log.admit(records, now)?;
+        let batches = admitted.batches;
         let mut recorded: Vec<(i64, Rc<OffsetSlot>)> = Vec::new();
         let mut duplicate = None;
         {
@@ -156,6 +157,7 @@ impl Partition {
                 base_offset,
                 last_offset,
                 log_start_offset: self.log.log_start_offset(),
+                log_append_time_ms: admitted.log_append_time_ms,
             });
         }
         // The write and its bookkeeping run in their own task: a caller that goes away (a
@@ -167,9 +169,13 @@ impl Partition {
             let _ = done.send(outcome);
         })
         .detach();
-        result
+        let info = result
             .await
-            .map_err(|_| Error::Closed(self.log.dir().to_path_buf()))?
+            .map_err(|_| Error::Closed(self.log.dir().to_path_buf()))??;
+        Ok(AppendInfo {
+            log_append_time_ms: admitted.log_append_time_ms,
+            ..info
+        })
     }
 
     async fn append_and_record(

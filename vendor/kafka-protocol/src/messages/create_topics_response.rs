@@ -17,7 +17,7 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 2-7
+/// Valid versions: 0-7
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreatableTopicConfigs {
@@ -111,7 +111,7 @@ impl CreatableTopicConfigs {
 #[cfg(feature = "broker")]
 impl Encodable for CreatableTopicConfigs {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 2 || version > 7 {
+        if version < 0 || version > 7 {
             bail!("specified version not supported by this message type");
         }
         if version >= 5 {
@@ -221,7 +221,7 @@ impl Encodable for CreatableTopicConfigs {
 #[cfg(feature = "client")]
 impl Decodable for CreatableTopicConfigs {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 2 || version > 7 {
+        if version < 0 || version > 7 {
             bail!("specified version not supported by this message type");
         }
         let name = if version >= 5 {
@@ -284,17 +284,17 @@ impl Default for CreatableTopicConfigs {
 }
 
 impl Message for CreatableTopicConfigs {
-    const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 7 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 2-7
+/// Valid versions: 0-7
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreatableTopicResult {
     /// The topic name.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 0-7
     pub name: super::TopicName,
 
     /// The unique topic ID.
@@ -304,12 +304,12 @@ pub struct CreatableTopicResult {
 
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 0-7
     pub error_code: i16,
 
     /// The error message, or null if there was no error.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 1-7
     pub error_message: Option<StrBytes>,
 
     /// Optional topic config error returned if configs are not returned in the response.
@@ -341,7 +341,7 @@ impl CreatableTopicResult {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 0-7
     pub fn with_name(mut self, value: super::TopicName) -> Self {
         self.name = value;
         self
@@ -359,7 +359,7 @@ impl CreatableTopicResult {
     ///
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 0-7
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -368,7 +368,7 @@ impl CreatableTopicResult {
     ///
     /// The error message, or null if there was no error.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 1-7
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -424,7 +424,7 @@ impl CreatableTopicResult {
 #[cfg(feature = "broker")]
 impl Encodable for CreatableTopicResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 2 || version > 7 {
+        if version < 0 || version > 7 {
             bail!("specified version not supported by this message type");
         }
         if version >= 5 {
@@ -436,10 +436,12 @@ impl Encodable for CreatableTopicResult {
             types::Uuid.encode(buf, &self.topic_id)?;
         }
         types::Int16.encode(buf, &self.error_code)?;
-        if version >= 5 {
-            types::CompactString.encode(buf, &self.error_message)?;
-        } else {
-            types::String.encode(buf, &self.error_message)?;
+        if version >= 1 {
+            if version >= 5 {
+                types::CompactString.encode(buf, &self.error_message)?;
+            } else {
+                types::String.encode(buf, &self.error_message)?;
+            }
         }
         if version >= 5 {
             types::Int32.encode(buf, &self.num_partitions)?;
@@ -490,10 +492,12 @@ impl Encodable for CreatableTopicResult {
             total_size += types::Uuid.compute_size(&self.topic_id)?;
         }
         total_size += types::Int16.compute_size(&self.error_code)?;
-        if version >= 5 {
-            total_size += types::CompactString.compute_size(&self.error_message)?;
-        } else {
-            total_size += types::String.compute_size(&self.error_message)?;
+        if version >= 1 {
+            if version >= 5 {
+                total_size += types::CompactString.compute_size(&self.error_message)?;
+            } else {
+                total_size += types::String.compute_size(&self.error_message)?;
+            }
         }
         if version >= 5 {
             total_size += types::Int32.compute_size(&self.num_partitions)?;
@@ -539,7 +543,7 @@ impl Encodable for CreatableTopicResult {
 #[cfg(feature = "client")]
 impl Decodable for CreatableTopicResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 2 || version > 7 {
+        if version < 0 || version > 7 {
             bail!("specified version not supported by this message type");
         }
         let name = if version >= 5 {
@@ -553,10 +557,14 @@ impl Decodable for CreatableTopicResult {
             Uuid::nil()
         };
         let error_code = types::Int16.decode(buf)?;
-        let error_message = if version >= 5 {
-            types::CompactString.decode(buf)?
+        let error_message = if version >= 1 {
+            if version >= 5 {
+                types::CompactString.decode(buf)?
+            } else {
+                types::String.decode(buf)?
+            }
         } else {
-            types::String.decode(buf)?
+            Some(Default::default())
         };
         let mut topic_config_error_code = 0;
         let num_partitions = if version >= 5 {
@@ -622,11 +630,11 @@ impl Default for CreatableTopicResult {
 }
 
 impl Message for CreatableTopicResult {
-    const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 7 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 2-7
+/// Valid versions: 0-7
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateTopicsResponse {
@@ -637,7 +645,7 @@ pub struct CreateTopicsResponse {
 
     /// Results for each topic we tried to create.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 0-7
     pub topics: Vec<CreatableTopicResult>,
 
     /// Other tagged fields
@@ -658,7 +666,7 @@ impl CreateTopicsResponse {
     ///
     /// Results for each topic we tried to create.
     ///
-    /// Supported API versions: 2-7
+    /// Supported API versions: 0-7
     pub fn with_topics(mut self, value: Vec<CreatableTopicResult>) -> Self {
         self.topics = value;
         self
@@ -678,10 +686,12 @@ impl CreateTopicsResponse {
 #[cfg(feature = "broker")]
 impl Encodable for CreateTopicsResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 2 || version > 7 {
+        if version < 0 || version > 7 {
             bail!("specified version not supported by this message type");
         }
-        types::Int32.encode(buf, &self.throttle_time_ms)?;
+        if version >= 2 {
+            types::Int32.encode(buf, &self.throttle_time_ms)?;
+        }
         if version >= 5 {
             types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
         } else {
@@ -703,7 +713,9 @@ impl Encodable for CreateTopicsResponse {
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        total_size += types::Int32.compute_size(&self.throttle_time_ms)?;
+        if version >= 2 {
+            total_size += types::Int32.compute_size(&self.throttle_time_ms)?;
+        }
         if version >= 5 {
             total_size +=
                 types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
@@ -729,10 +741,14 @@ impl Encodable for CreateTopicsResponse {
 #[cfg(feature = "client")]
 impl Decodable for CreateTopicsResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 2 || version > 7 {
+        if version < 0 || version > 7 {
             bail!("specified version not supported by this message type");
         }
-        let throttle_time_ms = types::Int32.decode(buf)?;
+        let throttle_time_ms = if version >= 2 {
+            types::Int32.decode(buf)?
+        } else {
+            0
+        };
         let topics = if version >= 5 {
             types::CompactArray(types::Struct { version }).decode(buf)?
         } else {
@@ -767,7 +783,7 @@ impl Default for CreateTopicsResponse {
 }
 
 impl Message for CreateTopicsResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 7 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

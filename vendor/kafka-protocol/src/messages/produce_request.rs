@@ -17,18 +17,18 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 3-13
+/// Valid versions: 0-13
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionProduceData {
     /// The partition index.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub index: i32,
 
     /// The record data to be produced.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub records: Option<Bytes>,
 
     /// Other tagged fields
@@ -40,7 +40,7 @@ impl PartitionProduceData {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub fn with_index(mut self, value: i32) -> Self {
         self.index = value;
         self
@@ -49,7 +49,7 @@ impl PartitionProduceData {
     ///
     /// The record data to be produced.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub fn with_records(mut self, value: Option<Bytes>) -> Self {
         self.records = value;
         self
@@ -69,7 +69,7 @@ impl PartitionProduceData {
 #[cfg(feature = "client")]
 impl Encodable for PartitionProduceData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 3 || version > 13 {
+        if version < 0 || version > 13 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.index)?;
@@ -119,7 +119,7 @@ impl Encodable for PartitionProduceData {
 #[cfg(feature = "broker")]
 impl Decodable for PartitionProduceData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 3 || version > 13 {
+        if version < 0 || version > 13 {
             bail!("specified version not supported by this message type");
         }
         let index = types::Int32.decode(buf)?;
@@ -157,11 +157,11 @@ impl Default for PartitionProduceData {
 }
 
 impl Message for PartitionProduceData {
-    const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 2 });
 }
 
-/// Valid versions: 3-13
+/// Valid versions: 0-13
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProduceRequest {
@@ -172,17 +172,17 @@ pub struct ProduceRequest {
 
     /// The number of acknowledgments the producer requires the leader to have received before considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub acks: i16,
 
     /// The timeout to await a response in milliseconds.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub timeout_ms: i32,
 
     /// Each topic to produce to.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub topic_data: Vec<TopicProduceData>,
 
     /// Other tagged fields
@@ -203,7 +203,7 @@ impl ProduceRequest {
     ///
     /// The number of acknowledgments the producer requires the leader to have received before considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub fn with_acks(mut self, value: i16) -> Self {
         self.acks = value;
         self
@@ -212,7 +212,7 @@ impl ProduceRequest {
     ///
     /// The timeout to await a response in milliseconds.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub fn with_timeout_ms(mut self, value: i32) -> Self {
         self.timeout_ms = value;
         self
@@ -221,7 +221,7 @@ impl ProduceRequest {
     ///
     /// Each topic to produce to.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub fn with_topic_data(mut self, value: Vec<TopicProduceData>) -> Self {
         self.topic_data = value;
         self
@@ -241,13 +241,19 @@ impl ProduceRequest {
 #[cfg(feature = "client")]
 impl Encodable for ProduceRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 3 || version > 13 {
+        if version < 0 || version > 13 {
             bail!("specified version not supported by this message type");
         }
-        if version >= 9 {
-            types::CompactString.encode(buf, &self.transactional_id)?;
+        if version >= 3 {
+            if version >= 9 {
+                types::CompactString.encode(buf, &self.transactional_id)?;
+            } else {
+                types::String.encode(buf, &self.transactional_id)?;
+            }
         } else {
-            types::String.encode(buf, &self.transactional_id)?;
+            if !self.transactional_id.is_none() {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
         }
         types::Int16.encode(buf, &self.acks)?;
         types::Int32.encode(buf, &self.timeout_ms)?;
@@ -272,10 +278,16 @@ impl Encodable for ProduceRequest {
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        if version >= 9 {
-            total_size += types::CompactString.compute_size(&self.transactional_id)?;
+        if version >= 3 {
+            if version >= 9 {
+                total_size += types::CompactString.compute_size(&self.transactional_id)?;
+            } else {
+                total_size += types::String.compute_size(&self.transactional_id)?;
+            }
         } else {
-            total_size += types::String.compute_size(&self.transactional_id)?;
+            if !self.transactional_id.is_none() {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
         }
         total_size += types::Int16.compute_size(&self.acks)?;
         total_size += types::Int32.compute_size(&self.timeout_ms)?;
@@ -304,13 +316,17 @@ impl Encodable for ProduceRequest {
 #[cfg(feature = "broker")]
 impl Decodable for ProduceRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 3 || version > 13 {
+        if version < 0 || version > 13 {
             bail!("specified version not supported by this message type");
         }
-        let transactional_id = if version >= 9 {
-            types::CompactString.decode(buf)?
+        let transactional_id = if version >= 3 {
+            if version >= 9 {
+                types::CompactString.decode(buf)?
+            } else {
+                types::String.decode(buf)?
+            }
         } else {
-            types::String.decode(buf)?
+            None
         };
         let acks = types::Int16.decode(buf)?;
         let timeout_ms = types::Int32.decode(buf)?;
@@ -352,17 +368,17 @@ impl Default for ProduceRequest {
 }
 
 impl Message for ProduceRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 2 });
 }
 
-/// Valid versions: 3-13
+/// Valid versions: 0-13
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicProduceData {
     /// The topic name.
     ///
-    /// Supported API versions: 3-12
+    /// Supported API versions: 0-12
     pub name: super::TopicName,
 
     /// The unique topic ID
@@ -372,7 +388,7 @@ pub struct TopicProduceData {
 
     /// Each partition to produce to.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub partition_data: Vec<PartitionProduceData>,
 
     /// Other tagged fields
@@ -384,7 +400,7 @@ impl TopicProduceData {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 3-12
+    /// Supported API versions: 0-12
     pub fn with_name(mut self, value: super::TopicName) -> Self {
         self.name = value;
         self
@@ -402,7 +418,7 @@ impl TopicProduceData {
     ///
     /// Each partition to produce to.
     ///
-    /// Supported API versions: 3-13
+    /// Supported API versions: 0-13
     pub fn with_partition_data(mut self, value: Vec<PartitionProduceData>) -> Self {
         self.partition_data = value;
         self
@@ -422,7 +438,7 @@ impl TopicProduceData {
 #[cfg(feature = "client")]
 impl Encodable for TopicProduceData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 3 || version > 13 {
+        if version < 0 || version > 13 {
             bail!("specified version not supported by this message type");
         }
         if version <= 12 {
@@ -492,7 +508,7 @@ impl Encodable for TopicProduceData {
 #[cfg(feature = "broker")]
 impl Decodable for TopicProduceData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 3 || version > 13 {
+        if version < 0 || version > 13 {
             bail!("specified version not supported by this message type");
         }
         let name = if version <= 12 {
@@ -545,8 +561,8 @@ impl Default for TopicProduceData {
 }
 
 impl Message for TopicProduceData {
-    const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 2 });
 }
 
 impl HeaderVersion for ProduceRequest {

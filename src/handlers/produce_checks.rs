@@ -1,0 +1,282 @@
+//! Produce's request-level rules, as Kafka 3.9 applies them before any log sees the records
+//! (`KafkaApis.handleProduceRequest`, `ProduceRequest.validateRecords`,
+//! `ReplicaManager.appendToLocalLog`). The batch and record rules live in the data plane
+//! (`ferrite_shards::log::admission`); see `docs/validation.md` for the whole table.
+
+use super::errors;
+use bytes::Bytes;
+use ferrite_shards::batch::{BatchHeader, Compression, LOG_OVERHEAD_BYTES, MAGIC_V2};
+
+/// A partition's refusal before the append: the code and why.
+pub type Refusal = (i16, String);
+
+/// The client id Kafka lets write into internal topics (its admin tools).
+const ADMIN_CLIENT_ID: &str = "__admin_client";
+
+/// Kafka's internal topics, which only the broker itself writes.
+pub fn is_internal_topic(topic: &str) -> bool {
+    topic == "__consumer_offsets" || topic == "__transaction_state"
+}
+
+/// `ReplicaManager.appendToLocalLog`: producers may not write internal topics.
+pub fn internal_topic_refusal(topic: &str, client_id: &str) -> Option<Refusal> {
+    (is_internal_topic(topic) && client_id != ADMIN_CLIENT_ID).then(|| {
+        (
+            errors::INVALID_TOPIC_EXCEPTION,
+            format!("Cannot append to internal topic {topic}"),
+        )
+    })
+}
+
+/// `ReplicaManager.appendRecords`: acks is -1 (all), 0 or 1.
+pub fn acks_refusal(acks: i16) -> Option<Refusal> {
+    (!(-1..=1).contains(&acks)).then(|| {
+        (
+            errors::INVALID_REQUIRED_ACKS,
+            format!("acks={acks} is not 0, 1 or -1"),
+        )
+    })
+}
+
+/// The first batch's header, when the record set starts with a whole one.
+fn first_header(records: &Bytes) -> Option<BatchHeader> {
+    BatchHeader::parse(records).ok()
+}
+
+/// `KafkaApis.handleProduceRequest` (`RequestUtils.hasTransactionalRecords`): a transactional
+/// batch needs the request's transactional id (Kafka then authorizes it; Ferrite has no ACLs
+/// yet). Kafka looks at each partition's first batch only; so does this.
+pub fn missing_transactional_id(
+    transactional_id: Option<&str>,
+    record_sets: &[&Bytes],
+) -> Option<Refusal> {
+    if transactional_id.is_some() {
+        return None;
+    }
+    let transactional = record_sets.iter().any(|records| {
+        first_header(records).is_some_and(|h| h.magic == MAGIC_V2 && h.is_transactional())
+    });
+    transactional.then(|| {
+        (
+            errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "a transactional batch came without a transactional id".to_string(),
+        )
+    })
+}
+
+/// A transactional batch of a producer with an id is part of a transaction the coordinator
+/// must know (KIP-890 verification). Ferrite has no transaction coordinator yet, so no
+/// transaction is ever ongoing: Kafka's answer for that case is INVALID_TXN_STATE. Batches
+/// with producer id -1 are not verified by Kafka either, and are let through.
+pub fn unverified_transaction(records: &Bytes) -> Option<Refusal> {
+    let h = first_header(records)?;
+    (h.magic == MAGIC_V2 && h.is_transactional() && h.producer_id >= 0).then(|| {
+        (
+            errors::INVALID_TXN_STATE,
+            format!(
+                "producer {} wrote a transactional batch, but no transaction is ongoing (Ferrite has no transaction coordinator yet)",
+                h.producer_id
+            ),
+        )
+    })
+}
+
+/// `ProduceRequest.validateRecords`, for Produce v3 and later: exactly one whole magic 2
+/// batch per partition, and no zstd before v7. Earlier versions are not checked by Kafka
+/// (they may carry old message sets, which the log up-converts).
+pub fn shape_refusal(version: i16, records: &Bytes) -> Option<Refusal> {
+    if version < 3 {
+        return None;
+    }
+    let framing = batch_framing(records);
+    let (first_magic, whole) = match framing {
+        Framing::Corrupt(reason) => return Some((errors::CORRUPT_MESSAGE, reason)),
+        Framing::Batches { first_magic, whole } => (first_magic, whole),
+    };
+    let Some(first_magic) = first_magic.filter(|_| whole > 0) else {
+        return Some((
+            errors::INVALID_RECORD,
+            format!("Produce requests with version {version} must have at least one record batch per partition"),
+        ));
+    };
+    if first_magic != MAGIC_V2 {
+        return Some((
+            errors::INVALID_RECORD,
+            format!("Produce requests with version {version} are only allowed to contain record batches with magic version 2"),
+        ));
+    }
+    if whole > 1 {
+        return Some((
+            errors::INVALID_RECORD,
+            format!("Produce requests with version {version} are only allowed to contain exactly one record batch per partition"),
+        ));
+    }
+    let zstd = first_header(records).and_then(|h| h.compression()) == Some(Compression::Zstd);
+    if version < 7 && zstd {
+        return Some((
+            errors::UNSUPPORTED_COMPRESSION_TYPE,
+            format!("Produce requests with version {version} are not allowed to use ZStandard compression"),
+        ));
+    }
+    None
+}
+
+enum Framing {
+    Batches {
+        first_magic: Option<u8>,
+        whole: usize,
+    },
+    Corrupt(String),
+}
+
+/// Walks the batch framing as Kafka's `ByteBufferLogInputStream.nextBatchSize` does: a length
+/// below the smallest message or a magic outside 0..=2 is corrupt; a cut batch at the end is
+/// not counted.
+fn batch_framing(records: &Bytes) -> Framing {
+    const MAGIC_AT: usize = 16;
+    const SMALLEST_RECORD_BYTES: i32 = 14;
+    let mut at = 0usize;
+    let mut whole = 0usize;
+    let mut first_magic = None;
+    while records.len() - at > MAGIC_AT {
+        let rest = &records[at..];
+        let length = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        if length < SMALLEST_RECORD_BYTES {
+            return Framing::Corrupt(format!(
+                "Record size {length} is less than the minimum record overhead ({SMALLEST_RECORD_BYTES})"
+            ));
+        }
+        let magic = rest[MAGIC_AT];
+        if magic > MAGIC_V2 {
+            return Framing::Corrupt(format!("Invalid magic found in record: {magic}"));
+        }
+        first_magic.get_or_insert(magic);
+        let total = LOG_OVERHEAD_BYTES + length as usize;
+        if total > rest.len() {
+            break;
+        }
+        whole += 1;
+        at += total;
+    }
+    Framing::Batches { first_magic, whole }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_shards::batch::build::{
+        build_batch, build_batch_compressed, NewRecord, ProducerFields,
+    };
+
+    fn one() -> Vec<NewRecord> {
+        vec![NewRecord {
+            value: Some(Bytes::from_static(b"v")),
+            ..Default::default()
+        }]
+    }
+
+    fn batch() -> Bytes {
+        build_batch(&one(), ProducerFields::NONE)
+    }
+
+    fn code(r: Option<Refusal>) -> Option<i16> {
+        r.map(|(c, _)| c)
+    }
+
+    #[test]
+    fn v3_needs_exactly_one_whole_magic_2_batch() {
+        assert_eq!(code(shape_refusal(3, &batch())), None);
+        let two = Bytes::from([batch().to_vec(), batch().to_vec()].concat());
+        assert_eq!(code(shape_refusal(9, &two)), Some(errors::INVALID_RECORD));
+        assert_eq!(code(shape_refusal(2, &two)), None, "v0-2 are not checked");
+        let cut = batch().slice(..40);
+        assert_eq!(code(shape_refusal(9, &cut)), Some(errors::INVALID_RECORD));
+        assert_eq!(
+            code(shape_refusal(9, &Bytes::new())),
+            Some(errors::INVALID_RECORD)
+        );
+        let with_tail = Bytes::from([batch().to_vec(), batch()[..30].to_vec()].concat());
+        assert_eq!(
+            code(shape_refusal(9, &with_tail)),
+            None,
+            "a cut tail is dropped, as Kafka does"
+        );
+    }
+
+    #[test]
+    fn v3_refuses_old_magic_and_corrupt_framing() {
+        let mut v1 = batch().to_vec();
+        v1[16] = 1;
+        assert_eq!(
+            code(shape_refusal(3, &Bytes::from(v1))),
+            Some(errors::INVALID_RECORD)
+        );
+        let mut bad_magic = batch().to_vec();
+        bad_magic[16] = 7;
+        assert_eq!(
+            code(shape_refusal(3, &Bytes::from(bad_magic))),
+            Some(errors::CORRUPT_MESSAGE)
+        );
+        let mut tiny = batch().to_vec();
+        tiny[8..12].copy_from_slice(&3i32.to_be_bytes());
+        assert_eq!(
+            code(shape_refusal(3, &Bytes::from(tiny))),
+            Some(errors::CORRUPT_MESSAGE)
+        );
+    }
+
+    #[test]
+    fn zstd_needs_produce_v7() {
+        let zstd = build_batch_compressed(&one(), ProducerFields::NONE, Compression::Zstd).unwrap();
+        assert_eq!(
+            code(shape_refusal(6, &zstd)),
+            Some(errors::UNSUPPORTED_COMPRESSION_TYPE)
+        );
+        assert_eq!(code(shape_refusal(7, &zstd)), None);
+    }
+
+    #[test]
+    fn transactional_batches_need_an_id_and_a_transaction() {
+        let mut txn = batch().to_vec();
+        txn[22] |= 0x10; // attributes: transactional
+        txn[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id
+        let txn = Bytes::from(txn);
+        assert_eq!(
+            code(missing_transactional_id(None, &[&txn])),
+            Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        );
+        assert_eq!(code(missing_transactional_id(Some("t"), &[&txn])), None);
+        assert_eq!(code(missing_transactional_id(None, &[&batch()])), None);
+        assert_eq!(
+            code(unverified_transaction(&txn)),
+            Some(errors::INVALID_TXN_STATE)
+        );
+        assert_eq!(code(unverified_transaction(&batch())), None);
+    }
+
+    #[test]
+    fn acks_are_all_none_or_the_leader() {
+        for ok in [-1, 0, 1] {
+            assert_eq!(code(acks_refusal(ok)), None);
+        }
+        for bad in [-2, 2, 3] {
+            assert_eq!(code(acks_refusal(bad)), Some(errors::INVALID_REQUIRED_ACKS));
+        }
+    }
+
+    #[test]
+    fn internal_topics_are_the_brokers_own() {
+        assert_eq!(
+            code(internal_topic_refusal("__consumer_offsets", "rdkafka")),
+            Some(errors::INVALID_TOPIC_EXCEPTION)
+        );
+        assert_eq!(
+            code(internal_topic_refusal(
+                "__consumer_offsets",
+                "__admin_client"
+            )),
+            None
+        );
+        assert_eq!(code(internal_topic_refusal("orders", "rdkafka")), None);
+    }
+}
