@@ -10,6 +10,7 @@ use crate::metadata::{
     collides, random_id, store, topic_config, validate_topic_name, ClusterMetadata, PartitionInfo,
     TopicInfo,
 };
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use ferrite_shards::placement::assign_balanced;
 use glommio::sync::Semaphore;
@@ -32,16 +33,16 @@ pub enum TopicError {
 }
 
 impl TopicError {
-    pub fn code(&self) -> i16 {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            TopicError::AlreadyExists => 36,
-            TopicError::UnknownTopic => 3,
-            TopicError::InvalidName(_) => 17,
-            TopicError::InvalidPartitions(_) => 37,
-            TopicError::InvalidReplicationFactor(_) => 38,
-            TopicError::InvalidConfig(_) => 40,
-            TopicError::InvalidRequest(_) => 42,
-            TopicError::Storage(_) => 56,
+            TopicError::AlreadyExists => ErrorCode::TOPIC_ALREADY_EXISTS,
+            TopicError::UnknownTopic => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            TopicError::InvalidName(_) => ErrorCode::INVALID_TOPIC_EXCEPTION,
+            TopicError::InvalidPartitions(_) => ErrorCode::INVALID_PARTITIONS,
+            TopicError::InvalidReplicationFactor(_) => ErrorCode::INVALID_REPLICATION_FACTOR,
+            TopicError::InvalidConfig(_) => ErrorCode::INVALID_CONFIG,
+            TopicError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
+            TopicError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR,
         }
     }
 

@@ -10,8 +10,8 @@
 
 use super::group::{Group, JoinReply, Member, State, SyncReply};
 use super::records::{GroupValue, Key, OffsetValue};
-use crate::handlers::errors as codes;
 use crate::metadata::CONSUMER_OFFSETS_TOPIC;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::batch::build::{build_batch, decode_records, NewRecord, ProducerFields};
@@ -75,7 +75,7 @@ pub struct CommitArgs {
 
 /// A group as DescribeGroups shows it.
 pub struct Described {
-    pub error: i16,
+    pub error: ErrorCode,
     pub state: &'static str,
     pub protocol_type: String,
     pub protocol: String,
@@ -184,16 +184,16 @@ impl Coordinator {
     ) -> JoinReply {
         let c = &self.config;
         if a.session_timeout < c.min_session_timeout || a.session_timeout > c.max_session_timeout {
-            return JoinReply::error(codes::INVALID_SESSION_TIMEOUT, &a.member_id);
+            return JoinReply::error(ErrorCode::INVALID_SESSION_TIMEOUT, &a.member_id);
         }
         let group = self.group_or_create(&a.group_id);
         let admitted = {
             let mut g = group.borrow_mut();
             if g.state == State::Dead {
-                return JoinReply::error(codes::COORDINATOR_NOT_AVAILABLE, &a.member_id);
+                return JoinReply::error(ErrorCode::COORDINATOR_NOT_AVAILABLE, &a.member_id);
             }
             if !g.accepts(&a.protocol_type, &a.protocols) {
-                return JoinReply::error(codes::INCONSISTENT_GROUP_PROTOCOL, &a.member_id);
+                return JoinReply::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &a.member_id);
             }
             let now = Instant::now();
             g.pending.retain(|_, deadline| *deadline > now);
@@ -212,7 +212,7 @@ impl Coordinator {
         self.maybe_complete_join(shard, partition, &group);
         waiter
             .await
-            .unwrap_or_else(|_| JoinReply::error(codes::UNKNOWN_MEMBER_ID, ""))
+            .unwrap_or_else(|_| JoinReply::error(ErrorCode::UNKNOWN_MEMBER_ID, ""))
     }
 
     /// Stores the group (a static member's new id) and replies, unless the group moved on.
@@ -234,7 +234,7 @@ impl Coordinator {
             return JoinReply::error(code, &reply.member_id);
         }
         if group.borrow().generation != generation {
-            return JoinReply::error(codes::REBALANCE_IN_PROGRESS, &reply.member_id);
+            return JoinReply::error(ErrorCode::REBALANCE_IN_PROGRESS, &reply.member_id);
         }
         reply
     }
@@ -251,7 +251,7 @@ impl Coordinator {
             if a.version >= 4 {
                 // KIP-394: the client learns its id first and joins again with it.
                 g.pending.insert(new_id.clone(), now + a.session_timeout);
-                return Admitted::Reply(JoinReply::error(codes::MEMBER_ID_REQUIRED, &new_id));
+                return Admitted::Reply(JoinReply::error(ErrorCode::MEMBER_ID_REQUIRED, &new_id));
             }
             return self.add_member(g, new_id, a, now);
         }
@@ -262,10 +262,13 @@ impl Coordinator {
         let is_leader = g.leader.as_deref() == Some(a.member_id.as_str());
         let state = g.state;
         let Some(m) = g.members.get_mut(&a.member_id) else {
-            return Admitted::Reply(JoinReply::error(codes::UNKNOWN_MEMBER_ID, &a.member_id));
+            return Admitted::Reply(JoinReply::error(ErrorCode::UNKNOWN_MEMBER_ID, &a.member_id));
         };
         if m.instance_id != a.instance_id {
-            return Admitted::Reply(JoinReply::error(codes::FENCED_INSTANCE_ID, &a.member_id));
+            return Admitted::Reply(JoinReply::error(
+                ErrorCode::FENCED_INSTANCE_ID,
+                &a.member_id,
+            ));
         }
         let unchanged = m.protocols == a.protocols;
         m.protocols = a.protocols;
@@ -338,7 +341,7 @@ impl Coordinator {
         now: Instant,
     ) -> Admitted {
         let was_leader = g.leader.as_deref() == Some(old_id);
-        let Some(old) = g.remove_member(old_id, codes::FENCED_INSTANCE_ID) else {
+        let Some(old) = g.remove_member(old_id, ErrorCode::FENCED_INSTANCE_ID) else {
             return self.add_member(g, new_id, a, now);
         };
         let inst = a.instance_id.clone().expect("static member");
@@ -386,7 +389,7 @@ impl Coordinator {
         for m in g.members.values_mut() {
             if let Some(w) = m.sync_waiter.take() {
                 m.last_heartbeat = now;
-                let _ = w.send(SyncReply::error(codes::REBALANCE_IN_PROGRESS));
+                let _ = w.send(SyncReply::error(ErrorCode::REBALANCE_IN_PROGRESS));
             }
         }
         g.set_state(State::PreparingRebalance);
@@ -471,7 +474,7 @@ impl Coordinator {
             .map(|m| m.id.clone())
             .collect();
         for id in late {
-            g.remove_member(&id, codes::UNKNOWN_MEMBER_ID);
+            g.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID);
         }
         g.generation += 1;
         g.rebalance_deadline = None;
@@ -520,7 +523,7 @@ impl Coordinator {
                 // Its session runs from the answer: it could not heartbeat while waiting.
                 m.last_heartbeat = Instant::now();
                 let _ = w.send(JoinReply {
-                    error: codes::NONE,
+                    error: ErrorCode::NONE,
                     generation,
                     protocol_type: protocol_type.clone(),
                     protocol: Some(protocol.clone()),
@@ -567,7 +570,7 @@ impl Coordinator {
                     .collect();
                 for id in &silent {
                     tracing::info!(group = %g.id, member = %id, "no SyncGroup within the rebalance timeout");
-                    g.remove_member(id, codes::UNKNOWN_MEMBER_ID);
+                    g.remove_member(id, ErrorCode::UNKNOWN_MEMBER_ID);
                 }
                 !silent.is_empty()
             };
@@ -587,7 +590,7 @@ impl Coordinator {
         a: SyncArgs,
     ) -> SyncReply {
         let Some(group) = self.group(&a.group_id) else {
-            return SyncReply::error(codes::UNKNOWN_MEMBER_ID);
+            return SyncReply::error(ErrorCode::UNKNOWN_MEMBER_ID);
         };
         let waiter = {
             let mut g = group.borrow_mut();
@@ -601,10 +604,10 @@ impl Coordinator {
                     .as_ref()
                     .is_some_and(|p| Some(p) != g.protocol.as_ref())
             {
-                return SyncReply::error(codes::INCONSISTENT_GROUP_PROTOCOL);
+                return SyncReply::error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             }
             let reply = |g: &Group, assignment: Bytes| SyncReply {
-                error: codes::NONE,
+                error: ErrorCode::NONE,
                 protocol_type: g.protocol_type.clone(),
                 protocol: g.protocol.clone(),
                 assignment,
@@ -614,12 +617,16 @@ impl Coordinator {
                 .expect("checked")
                 .last_heartbeat = Instant::now();
             match g.state {
-                State::PreparingRebalance => return SyncReply::error(codes::REBALANCE_IN_PROGRESS),
+                State::PreparingRebalance => {
+                    return SyncReply::error(ErrorCode::REBALANCE_IN_PROGRESS)
+                }
                 State::Stable => {
                     let assignment = g.members[&a.member_id].assignment.clone();
                     return reply(&g, assignment);
                 }
-                State::Empty | State::Dead => return SyncReply::error(codes::UNKNOWN_MEMBER_ID),
+                State::Empty | State::Dead => {
+                    return SyncReply::error(ErrorCode::UNKNOWN_MEMBER_ID)
+                }
                 State::CompletingRebalance => {}
             }
             if g.leader.as_deref() != Some(a.member_id.as_str()) {
@@ -640,7 +647,7 @@ impl Coordinator {
         if let Some(rx) = waiter {
             return rx
                 .await
-                .unwrap_or_else(|_| SyncReply::error(codes::REBALANCE_IN_PROGRESS));
+                .unwrap_or_else(|_| SyncReply::error(ErrorCode::REBALANCE_IN_PROGRESS));
         }
         // The leader: the assignment is stored before anyone is told.
         let (value, generation) = {
@@ -661,16 +668,16 @@ impl Coordinator {
         .await;
         let mut g = group.borrow_mut();
         if g.state != State::CompletingRebalance || g.generation != generation {
-            return SyncReply::error(codes::REBALANCE_IN_PROGRESS);
+            return SyncReply::error(ErrorCode::REBALANCE_IN_PROGRESS);
         }
         if let Err(code) = stored {
-            tracing::warn!(group = %g.id, code, "storing the group failed; rebalancing");
+            tracing::warn!(group = %g.id, %code, "storing the group failed; rebalancing");
             let epoch = self.start_rebalance(&mut g);
             drop(g);
             if let Some(epoch) = epoch {
                 self.spawn_rebalance_timer(shard, partition, &group, epoch);
             }
-            return SyncReply::error(codes::COORDINATOR_NOT_AVAILABLE);
+            return SyncReply::error(ErrorCode::COORDINATOR_NOT_AVAILABLE);
         }
         g.set_state(State::Stable);
         let (pt, p) = (g.protocol_type.clone(), g.protocol.clone());
@@ -678,7 +685,7 @@ impl Coordinator {
             if let Some(w) = m.sync_waiter.take() {
                 m.last_heartbeat = Instant::now();
                 let _ = w.send(SyncReply {
-                    error: codes::NONE,
+                    error: ErrorCode::NONE,
                     protocol_type: pt.clone(),
                     protocol: p.clone(),
                     assignment: m.assignment.clone(),
@@ -687,7 +694,7 @@ impl Coordinator {
         }
         tracing::info!(group = %g.id, generation, "group stable");
         SyncReply {
-            error: codes::NONE,
+            error: ErrorCode::NONE,
             protocol_type: pt,
             protocol: p,
             assignment: g.members[&a.member_id].assignment.clone(),
@@ -702,9 +709,9 @@ impl Coordinator {
         member_id: &str,
         instance_id: &Option<String>,
         generation: i32,
-    ) -> i16 {
+    ) -> ErrorCode {
         let Some(group) = self.group(group_id) else {
-            return codes::UNKNOWN_MEMBER_ID;
+            return ErrorCode::UNKNOWN_MEMBER_ID;
         };
         let mut g = group.borrow_mut();
         if let Err(code) = check_member(&g, member_id, instance_id, generation) {
@@ -715,9 +722,9 @@ impl Coordinator {
             .expect("checked")
             .last_heartbeat = Instant::now();
         match g.state {
-            State::PreparingRebalance => codes::REBALANCE_IN_PROGRESS,
-            State::Empty | State::Dead => codes::UNKNOWN_MEMBER_ID,
-            State::CompletingRebalance | State::Stable => codes::NONE,
+            State::PreparingRebalance => ErrorCode::REBALANCE_IN_PROGRESS,
+            State::Empty | State::Dead => ErrorCode::UNKNOWN_MEMBER_ID,
+            State::CompletingRebalance | State::Stable => ErrorCode::NONE,
         }
     }
 
@@ -728,9 +735,12 @@ impl Coordinator {
         partition: i32,
         group_id: &str,
         members: Vec<(String, Option<String>)>,
-    ) -> Vec<i16> {
+    ) -> Vec<ErrorCode> {
         let Some(group) = self.group(group_id) else {
-            return members.iter().map(|_| codes::UNKNOWN_MEMBER_ID).collect();
+            return members
+                .iter()
+                .map(|_| ErrorCode::UNKNOWN_MEMBER_ID)
+                .collect();
         };
         let mut removed = false;
         let results = {
@@ -741,20 +751,20 @@ impl Coordinator {
                     let id = match (&instance_id, member_id.is_empty()) {
                         (Some(inst), true) => match g.instances.get(inst) {
                             Some(id) => id.clone(),
-                            None => return codes::UNKNOWN_MEMBER_ID,
+                            None => return ErrorCode::UNKNOWN_MEMBER_ID,
                         },
                         _ => member_id,
                     };
                     match g.members.get(&id) {
-                        None => codes::UNKNOWN_MEMBER_ID,
+                        None => ErrorCode::UNKNOWN_MEMBER_ID,
                         Some(m) if instance_id.is_some() && m.instance_id != instance_id => {
-                            codes::FENCED_INSTANCE_ID
+                            ErrorCode::FENCED_INSTANCE_ID
                         }
                         Some(_) => {
-                            g.remove_member(&id, codes::UNKNOWN_MEMBER_ID);
+                            g.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID);
                             tracing::info!(group = %g.id, member = %id, "member left");
                             removed = true;
-                            codes::NONE
+                            ErrorCode::NONE
                         }
                     }
                 })
@@ -810,7 +820,7 @@ impl Coordinator {
                     .collect();
                 for id in &expired {
                     tracing::info!(group = %g.id, member = %id, "session expired");
-                    g.remove_member(id, codes::UNKNOWN_MEMBER_ID);
+                    g.remove_member(id, ErrorCode::UNKNOWN_MEMBER_ID);
                 }
                 !expired.is_empty()
             };
@@ -838,21 +848,21 @@ impl Coordinator {
         shard: &Rc<Shard>,
         partition: i32,
         a: CommitArgs,
-    ) -> Vec<i16> {
+    ) -> Vec<ErrorCode> {
         let metadata = shard.metadata();
-        let mut codes_out: Vec<i16> = a
+        let mut codes_out: Vec<ErrorCode> = a
             .offsets
             .iter()
             .map(|(topic, p, _, _, meta)| {
                 if metadata.partition(topic, *p).is_none() {
-                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
                 } else if meta
                     .as_ref()
                     .is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes)
                 {
-                    codes::OFFSET_METADATA_TOO_LARGE
+                    ErrorCode::OFFSET_METADATA_TOO_LARGE
                 } else {
-                    codes::NONE
+                    ErrorCode::NONE
                 }
             })
             .collect();
@@ -860,18 +870,18 @@ impl Coordinator {
             let g = self.group_or_create(&a.group_id);
             if !g.borrow().members.is_empty() {
                 // A group with members takes commits from its members only.
-                return vec![codes::UNKNOWN_MEMBER_ID; a.offsets.len()];
+                return vec![ErrorCode::UNKNOWN_MEMBER_ID; a.offsets.len()];
             }
             g
         } else {
             let Some(g) = self.group(&a.group_id) else {
-                return vec![codes::UNKNOWN_MEMBER_ID; a.offsets.len()];
+                return vec![ErrorCode::UNKNOWN_MEMBER_ID; a.offsets.len()];
             };
             let check = {
                 let gb = g.borrow();
                 check_member(&gb, &a.member_id, &a.instance_id, a.generation).and_then(|()| {
                     if gb.state == State::CompletingRebalance {
-                        Err(codes::REBALANCE_IN_PROGRESS)
+                        Err(ErrorCode::REBALANCE_IN_PROGRESS)
                     } else {
                         Ok(())
                     }
@@ -886,7 +896,7 @@ impl Coordinator {
         let mut records = Vec::new();
         let mut accepted = Vec::new();
         for (i, (topic, p, offset, epoch, meta)) in a.offsets.iter().enumerate() {
-            if codes_out[i] != codes::NONE {
+            if codes_out[i] != ErrorCode::NONE {
                 continue;
             }
             let value = OffsetValue {
@@ -989,7 +999,7 @@ impl Coordinator {
     pub fn describe(&self, group_id: &str) -> Described {
         let Some(group) = self.group(group_id) else {
             return Described {
-                error: codes::NONE,
+                error: ErrorCode::NONE,
                 state: "Dead",
                 protocol_type: String::new(),
                 protocol: String::new(),
@@ -1002,7 +1012,7 @@ impl Coordinator {
         let mut members: Vec<&Member> = g.members.values().collect();
         members.sort_by_key(|m| m.joined_at);
         Described {
-            error: codes::NONE,
+            error: ErrorCode::NONE,
             state: g.state.name(),
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             protocol: if stable {
@@ -1035,14 +1045,19 @@ impl Coordinator {
     }
 
     /// Deletes an empty group and its offsets.
-    pub async fn delete(self: &Rc<Self>, shard: &Rc<Shard>, partition: i32, group_id: &str) -> i16 {
+    pub async fn delete(
+        self: &Rc<Self>,
+        shard: &Rc<Shard>,
+        partition: i32,
+        group_id: &str,
+    ) -> ErrorCode {
         let Some(group) = self.group(group_id) else {
-            return codes::GROUP_ID_NOT_FOUND;
+            return ErrorCode::GROUP_ID_NOT_FOUND;
         };
         let records = {
             let g = group.borrow();
             if !g.members.is_empty() || g.state != State::Empty {
-                return codes::NON_EMPTY_GROUP;
+                return ErrorCode::NON_EMPTY_GROUP;
             }
             let mut records: Vec<(Bytes, Option<Bytes>)> = g
                 .offsets
@@ -1071,7 +1086,7 @@ impl Coordinator {
         group.borrow_mut().set_state(State::Dead);
         self.groups.borrow_mut().remove(group_id);
         tracing::info!(group = %group_id, "group deleted");
-        codes::NONE
+        ErrorCode::NONE
     }
 
     fn persist_group(
@@ -1091,7 +1106,7 @@ impl Coordinator {
             )
             .await
             {
-                tracing::warn!(group = %id, code, "storing the group failed");
+                tracing::warn!(group = %id, %code, "storing the group failed");
             }
         })
         .detach();
@@ -1192,7 +1207,7 @@ fn current_join(g: &Group, member_id: &str) -> JoinReply {
         Vec::new()
     };
     JoinReply {
-        error: codes::NONE,
+        error: ErrorCode::NONE,
         generation: g.generation,
         protocol_type: g.protocol_type.clone(),
         protocol: Some(protocol),
@@ -1209,22 +1224,22 @@ fn check_member(
     member_id: &str,
     instance_id: &Option<String>,
     generation: i32,
-) -> Result<(), i16> {
+) -> Result<(), ErrorCode> {
     if let Some(inst) = instance_id {
         if let Some(current) = g.instances.get(inst) {
             if current != member_id {
-                return Err(codes::FENCED_INSTANCE_ID);
+                return Err(ErrorCode::FENCED_INSTANCE_ID);
             }
         }
     }
     let Some(m) = g.members.get(member_id) else {
-        return Err(codes::UNKNOWN_MEMBER_ID);
+        return Err(ErrorCode::UNKNOWN_MEMBER_ID);
     };
     if instance_id.is_some() && &m.instance_id != instance_id {
-        return Err(codes::FENCED_INSTANCE_ID);
+        return Err(ErrorCode::FENCED_INSTANCE_ID);
     }
     if generation != g.generation {
-        return Err(codes::ILLEGAL_GENERATION);
+        return Err(ErrorCode::ILLEGAL_GENERATION);
     }
     Ok(())
 }
@@ -1234,9 +1249,9 @@ async fn append(
     shard: &Shard,
     partition: i32,
     records: Vec<(Bytes, Option<Bytes>)>,
-) -> Result<(), i16> {
+) -> Result<(), ErrorCode> {
     let Some(p) = shard.partition(CONSUMER_OFFSETS_TOPIC, partition) else {
-        return Err(codes::NOT_COORDINATOR);
+        return Err(ErrorCode::NOT_COORDINATOR);
     };
     let now = now_ms();
     let records: Vec<NewRecord> = records
@@ -1253,8 +1268,8 @@ async fn append(
     let info = p.produce(&batch).await.map_err(|e| {
         tracing::error!(error = %e, "writing to __consumer_offsets failed");
         match e {
-            ferrite_shards::Error::NotLeader(_) => codes::NOT_COORDINATOR,
-            _ => codes::COORDINATOR_NOT_AVAILABLE,
+            ferrite_shards::Error::NotLeader(_) => ErrorCode::NOT_COORDINATOR,
+            _ => ErrorCode::COORDINATOR_NOT_AVAILABLE,
         }
     })?;
     // As Kafka: a commit is answered once every in-sync replica has it.
@@ -1263,8 +1278,8 @@ async fn append(
         .await
     {
         Ok(true) => {}
-        Ok(false) => return Err(codes::COORDINATOR_NOT_AVAILABLE),
-        Err(_) => return Err(codes::NOT_COORDINATOR),
+        Ok(false) => return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        Err(_) => return Err(ErrorCode::NOT_COORDINATOR),
     }
     Ok(())
 }

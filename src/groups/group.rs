@@ -7,6 +7,7 @@
 //! Lives on: the shard that owns the group's `__consumer_offsets` partition.
 
 use super::records::{GroupValue, MemberValue, OffsetValue};
+use crate::protocol::errors::ErrorCode;
 use bytes::Bytes;
 use futures::channel::oneshot;
 use std::collections::HashMap;
@@ -37,7 +38,7 @@ impl State {
 /// What a JoinGroup gets back.
 #[derive(Clone, Debug, Default)]
 pub struct JoinReply {
-    pub error: i16,
+    pub error: ErrorCode,
     pub generation: i32,
     pub protocol_type: Option<String>,
     pub protocol: Option<String>,
@@ -52,7 +53,7 @@ pub struct JoinReply {
 }
 
 impl JoinReply {
-    pub fn error(error: i16, member_id: &str) -> JoinReply {
+    pub fn error(error: ErrorCode, member_id: &str) -> JoinReply {
         JoinReply {
             error,
             generation: -1,
@@ -65,14 +66,14 @@ impl JoinReply {
 /// What a SyncGroup gets back.
 #[derive(Clone, Debug, Default)]
 pub struct SyncReply {
-    pub error: i16,
+    pub error: ErrorCode,
     pub protocol_type: Option<String>,
     pub protocol: Option<String>,
     pub assignment: Bytes,
 }
 
 impl SyncReply {
-    pub fn error(error: i16) -> SyncReply {
+    pub fn error(error: ErrorCode) -> SyncReply {
         SyncReply {
             error,
             ..SyncReply::default()
@@ -216,7 +217,7 @@ impl Group {
     }
 
     /// Removes a member; says the removal to anyone waiting on it.
-    pub fn remove_member(&mut self, id: &str, error: i16) -> Option<Member> {
+    pub fn remove_member(&mut self, id: &str, error: ErrorCode) -> Option<Member> {
         let mut m = self.members.remove(id)?;
         if let Some(inst) = &m.instance_id {
             if self.instances.get(inst).is_some_and(|mid| mid == id) {
@@ -378,8 +379,11 @@ mod tests {
         g.instances.insert("i".into(), "a".into());
         g.members.insert("a".into(), m);
         g.leader = Some("a".into());
-        g.remove_member("a", 25);
-        assert_eq!(rx.try_recv().unwrap().unwrap().error, 25);
+        g.remove_member("a", ErrorCode::UNKNOWN_MEMBER_ID);
+        assert_eq!(
+            rx.try_recv().unwrap().unwrap().error,
+            ErrorCode::UNKNOWN_MEMBER_ID
+        );
         assert!(g.instances.is_empty() && g.leader.is_none());
     }
 }

@@ -13,8 +13,8 @@ pub use coordinator::{CommitArgs, Coordinator, GroupConfig, JoinArgs, SyncArgs};
 pub use group::{JoinReply, SyncReply};
 
 use crate::controller::{self, NewTopic, TopicError};
-use crate::handlers::errors as codes;
 use crate::metadata::CONSUMER_OFFSETS_TOPIC;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use futures::future::LocalBoxFuture;
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ pub fn config_of(shard_config: &crate::config::BrokerConfig) -> GroupConfig {
 }
 
 /// Creates `__consumer_offsets` if it does not exist yet (compacted, as Kafka's).
-pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), i16> {
+pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), ErrorCode> {
     if shard.metadata().topic(CONSUMER_OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
@@ -61,14 +61,14 @@ pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), i16> {
         },
     )
     .await
-    .ok_or(codes::COORDINATOR_NOT_AVAILABLE)?;
+    .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
     match created.into_iter().next().map(|(_, r)| r) {
         Some(Ok(_)) | Some(Err(TopicError::AlreadyExists)) => Ok(()),
         Some(Err(e)) => {
             tracing::error!(error = %e.message(), "creating {CONSUMER_OFFSETS_TOPIC} failed");
-            Err(codes::COORDINATOR_NOT_AVAILABLE)
+            Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
         }
-        None => Err(codes::COORDINATOR_NOT_AVAILABLE),
+        None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
     }
 }
 
@@ -107,7 +107,7 @@ pub async fn coordinator_ready(shard: &Shard, group_id: &str) -> bool {
 
 /// Runs `f` on the shard coordinating `group_id`, with that shard's coordinator and the
 /// group's `__consumer_offsets` partition. Creates the offsets topic on first use.
-pub async fn on_coordinator<R, F>(shard: &Shard, group_id: &str, f: F) -> Result<R, i16>
+pub async fn on_coordinator<R, F>(shard: &Shard, group_id: &str, f: F) -> Result<R, ErrorCode>
 where
     R: Send + 'static,
     F: FnOnce(Rc<Shard>, Rc<Coordinator>, i32) -> LocalBoxFuture<'static, R> + Send + 'static,
@@ -116,25 +116,25 @@ where
     let metadata = shard.metadata();
     let topic = metadata
         .topic(CONSUMER_OFFSETS_TOPIC)
-        .ok_or(codes::COORDINATOR_NOT_AVAILABLE)?;
+        .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
     let partition = records::coordinator_partition(group_id, topic.partitions.len() as i32);
     let info = &topic.partitions[partition as usize];
     // The coordinator is the leader of the group's partition (it moves with leadership).
     if !shard.leads(info) {
-        return Err(codes::NOT_COORDINATOR);
+        return Err(ErrorCode::NOT_COORDINATOR);
     }
     let owner = info.shard;
     shard
         .router()
         .call(
             owner,
-            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, i16>> {
+            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, ErrorCode>> {
                 Box::pin(async move {
                     // A partition is in the shard's table only once its groups are loaded.
                     if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none()
                         || s.groups.is_loading(partition)
                     {
-                        return Err(codes::COORDINATOR_LOAD_IN_PROGRESS);
+                        return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
                     }
                     let groups = s.groups.clone();
                     Ok(f(s, groups, partition).await)
@@ -142,5 +142,5 @@ where
             },
         )
         .await
-        .unwrap_or(Err(codes::COORDINATOR_NOT_AVAILABLE))
+        .unwrap_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE))
 }

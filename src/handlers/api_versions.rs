@@ -5,6 +5,7 @@
 //! (`ApiVersionsRequest.isValid`), and so does this.
 
 use super::{errors, Request, Response, SUPPORTED};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
@@ -22,12 +23,13 @@ pub fn handle(shard: &Shard, req: &Request, body: ApiVersionsRequest) -> Respons
                 errors::refused(
                     shard,
                     ApiKey::ApiVersions,
-                    errors::INVALID_REQUEST,
+                    ErrorCode::INVALID_REQUEST,
                     &format_args!(
                         "{what} {value:?} is not [a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?"
                     ),
                 );
-                let body = ApiVersionsResponse::default().with_error_code(errors::INVALID_REQUEST);
+                let body = ApiVersionsResponse::default()
+                    .with_error_code(ErrorCode::INVALID_REQUEST.code());
                 return req.respond(ApiKey::ApiVersions, &body);
             }
         }

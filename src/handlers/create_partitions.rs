@@ -34,7 +34,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
             Ok(()) => r,
             Err(e) => {
                 errors::refused(shard, ApiKey::CreatePartitions, e.code(), &e.message());
-                r.with_error_code(e.code())
+                r.with_error_code(e.code().code())
                     .with_error_message(Some(StrBytes::from_string(e.message())))
             }
         });

@@ -105,7 +105,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
                     ),
                 Err(e) => {
                     super::errors::refused(shard, ApiKey::CreateTopics, e.code(), &e.message());
-                    r.with_error_code(e.code())
+                    r.with_error_code(e.code().code())
                         .with_error_message(Some(StrBytes::from_string(e.message())))
                         .with_num_partitions(-1)
                         .with_replication_factor(-1)

@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
@@ -12,7 +13,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteGroupsRequest) -> 
     for group_id in body.groups_names {
         let id = group_id.to_string();
         let code = if id.is_empty() {
-            errors::INVALID_GROUP_ID
+            ErrorCode::INVALID_GROUP_ID
         } else {
             let asked = id.clone();
             groups::on_coordinator(shard, &id, move |s, c, partition| {
@@ -30,7 +31,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteGroupsRequest) -> 
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(group_id)
-                .with_error_code(code),
+                .with_error_code(code.code()),
         );
     }
     req.respond(

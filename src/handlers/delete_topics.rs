@@ -5,6 +5,7 @@
 use super::routing::on_controller;
 use super::{errors, Request, Response};
 use crate::controller;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -42,7 +43,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
                 DeletableTopicResult::default()
                     .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
                     .with_topic_id(id)
-                    .with_error_code(code)
+                    .with_error_code(code.code())
                     .with_error_message(None)
             })
             .collect();
@@ -67,27 +68,27 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
                 errors::refused(
                     shard,
                     ApiKey::DeleteTopics,
-                    errors::UNKNOWN_TOPIC_ID,
+                    ErrorCode::UNKNOWN_TOPIC_ID,
                     &format_args!("topic id {id}"),
                 );
-                return r.with_error_code(errors::UNKNOWN_TOPIC_ID);
+                return r.with_error_code(ErrorCode::UNKNOWN_TOPIC_ID.code());
             };
             match outcomes.iter().find(|(n, _)| *n == name).map(|(_, o)| o) {
                 Some(Ok(())) => r,
                 Some(Err(e)) => {
                     errors::refused(shard, ApiKey::DeleteTopics, e.code(), &e.message());
-                    r.with_error_code(e.code())
+                    r.with_error_code(e.code().code())
                         .with_error_message(Some(StrBytes::from_string(e.message())))
                 }
                 None => {
-                    let code = errors::KAFKA_STORAGE_ERROR;
+                    let code = ErrorCode::KAFKA_STORAGE_ERROR;
                     errors::refused(
                         shard,
                         ApiKey::DeleteTopics,
                         code,
                         &"the controller did not answer",
                     );
-                    r.with_error_code(code)
+                    r.with_error_code(code.code())
                 }
             }
         })
@@ -126,11 +127,11 @@ fn asked_topics(
 
 /// `delete.topic.enable=false`: versions before 3 have no TOPIC_DELETION_DISABLED and get
 /// INVALID_REQUEST, as Kafka answers them.
-fn deletion_disabled_code(version: i16) -> i16 {
+fn deletion_disabled_code(version: i16) -> ErrorCode {
     if version < 3 {
-        errors::INVALID_REQUEST
+        ErrorCode::INVALID_REQUEST
     } else {
-        errors::TOPIC_DELETION_DISABLED
+        ErrorCode::TOPIC_DELETION_DISABLED
     }
 }
 
@@ -144,7 +145,7 @@ fn refuse_all(req: &Request, body: &DeleteTopicsRequest, why: &str) -> Response 
             DeletableTopicResult::default()
                 .with_name(t.name.clone())
                 .with_topic_id(t.topic_id)
-                .with_error_code(errors::INVALID_REQUEST)
+                .with_error_code(ErrorCode::INVALID_REQUEST.code())
                 .with_error_message(Some(StrBytes::from_string(why.to_string())))
         })
         .collect();
@@ -190,8 +191,14 @@ mod tests {
 
     #[test]
     fn disabled_deletion_is_told_in_each_versions_terms() {
-        assert_eq!(deletion_disabled_code(2), errors::INVALID_REQUEST);
-        assert_eq!(deletion_disabled_code(3), errors::TOPIC_DELETION_DISABLED);
-        assert_eq!(deletion_disabled_code(6), errors::TOPIC_DELETION_DISABLED);
+        assert_eq!(deletion_disabled_code(2), ErrorCode::INVALID_REQUEST);
+        assert_eq!(
+            deletion_disabled_code(3),
+            ErrorCode::TOPIC_DELETION_DISABLED
+        );
+        assert_eq!(
+            deletion_disabled_code(6),
+            ErrorCode::TOPIC_DELETION_DISABLED
+        );
     }
 }

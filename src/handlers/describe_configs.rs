@@ -7,6 +7,7 @@
 use super::{errors, Request, Response};
 use crate::config::{BrokerSettings, BROKER_KEYS};
 use crate::metadata::{topic_config, TopicInfo};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use ferrite_shards::config::CONFIG_KEYS;
 use kafka_protocol::messages::describe_configs_response::{
@@ -108,11 +109,11 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                         errors::refused(
                             shard,
                             ApiKey::DescribeConfigs,
-                            errors::UNKNOWN_TOPIC_OR_PARTITION,
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                             &format_args!("topic {}", r.resource_name.as_str()),
                         );
                         return base
-                            .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code())
                             .with_error_message(Some(s("Topic does not exist")));
                     };
                     let configs = topic_entries(&shard.config.broker, topic)
@@ -141,11 +142,11 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                         errors::refused(
                             shard,
                             ApiKey::DescribeConfigs,
-                            errors::INVALID_REQUEST,
+                            ErrorCode::INVALID_REQUEST,
                             &format_args!("broker {name} is not this one"),
                         );
                         return base
-                            .with_error_code(errors::INVALID_REQUEST)
+                            .with_error_code(ErrorCode::INVALID_REQUEST.code())
                             .with_error_message(Some(s(&format!("this is broker {me}"))));
                     }
                     let broker = &shard.config.broker;
@@ -172,10 +173,10 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                     errors::refused(
                         shard,
                         ApiKey::DescribeConfigs,
-                        errors::INVALID_REQUEST,
+                        ErrorCode::INVALID_REQUEST,
                         &format_args!("resource type {other}"),
                     );
-                    base.with_error_code(errors::INVALID_REQUEST)
+                    base.with_error_code(ErrorCode::INVALID_REQUEST.code())
                         .with_error_message(Some(s(&format!(
                             "resource type {other} is not supported"
                         ))))

@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
@@ -17,10 +18,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
             errors::refused(
                 shard,
                 ApiKey::DescribeGroups,
-                errors::INVALID_GROUP_ID,
+                ErrorCode::INVALID_GROUP_ID,
                 &"an empty group id",
             );
-            described.push(out.with_error_code(errors::INVALID_GROUP_ID));
+            described.push(out.with_error_code(ErrorCode::INVALID_GROUP_ID.code()));
             continue;
         }
         let asked = id.clone();
@@ -37,12 +38,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
                     code,
                     &format_args!("group {id}"),
                 );
-                described.push(out.with_error_code(code));
+                described.push(out.with_error_code(code.code()));
                 continue;
             }
         };
         described.push(
-            out.with_error_code(d.error)
+            out.with_error_code(d.error.code())
                 .with_group_state(StrBytes::from_static_str(d.state))
                 .with_protocol_type(StrBytes::from_string(d.protocol_type))
                 .with_protocol_data(StrBytes::from_string(d.protocol))

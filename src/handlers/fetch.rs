@@ -13,6 +13,7 @@ use super::errors;
 use super::routing::on_partition;
 use super::{Request, Response};
 use crate::metrics::Conversion;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
 use crate::server::shard::Shard;
 use ferrite_shards::batch::legacy::{down::down_convert, MAGIC_V0, MAGIC_V1};
@@ -55,7 +56,7 @@ fn magic_for(version: i16) -> u8 {
 
 #[derive(Default)]
 struct Fetched {
-    error: i16,
+    error: ErrorCode,
     high_watermark: i64,
     log_start: i64,
     chunks: Vec<Chunk>,
@@ -120,7 +121,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
     loop {
         let fetched = read_all(shard, &wanted, max_bytes, reader).await;
         let bytes: u64 = fetched.iter().flatten().map(|f| f.bytes).sum();
-        let any_error = fetched.iter().flatten().any(|f| f.error != errors::NONE);
+        let any_error = fetched.iter().flatten().any(|f| f.error != ErrorCode::NONE);
         let now = Instant::now();
         if bytes >= min_bytes || any_error || now >= deadline || shard.is_shutting_down() {
             return encode(shard, req, wanted, fetched);
@@ -188,7 +189,7 @@ async fn read_partition(
 ) -> Fetched {
     let Some(topic) = topic else {
         return Fetched {
-            error: errors::UNKNOWN_TOPIC_ID,
+            error: ErrorCode::UNKNOWN_TOPIC_ID,
             high_watermark: -1,
             log_start: -1,
             ..Fetched::default()
@@ -204,7 +205,9 @@ async fn read_partition(
                 (Reader::Consumer { magic }, Ok(r)) if magic < ferrite_shards::batch::MAGIC_V2 => {
                     down_converted(&p, r, magic, offset, limit).await
                 }
-                (_, result) => result.map(|r| (r, None)).map_err(|e| errors::code_for(&e)),
+                (_, result) => result
+                    .map(|r| (r, None))
+                    .map_err(|e| crate::protocol::errors::code_for(&e)),
             };
             // Read after the data: the watermark is never below what was returned.
             let mut f = Fetched {
@@ -240,9 +243,9 @@ async fn down_converted(
     magic: u8,
     offset: i64,
     limit: usize,
-) -> Result<(ReadResult, Option<(usize, Duration)>), i16> {
+) -> Result<(ReadResult, Option<(usize, Duration)>), ErrorCode> {
     if !p.log().config().message_downconversion_enable {
-        return Err(errors::UNSUPPORTED_VERSION);
+        return Err(ErrorCode::UNSUPPORTED_VERSION);
     }
     if read.chunks.is_empty() {
         return Ok((read, None));
@@ -251,15 +254,15 @@ async fn down_converted(
     let data = read
         .to_bytes()
         .await
-        .map_err(|_| errors::KAFKA_STORAGE_ERROR)?;
+        .map_err(|_| ErrorCode::KAFKA_STORAGE_ERROR)?;
     let converted = match down_convert(&data, magic, offset, limit) {
         Ok(c) => c,
         Err(BatchError::UnsupportedCompression { .. }) => {
-            return Err(errors::UNSUPPORTED_COMPRESSION_TYPE)
+            return Err(ErrorCode::UNSUPPORTED_COMPRESSION_TYPE)
         }
         Err(e) => {
             tracing::warn!(topic = %p.topic(), partition = p.index(), error = %e, "down-converting a fetch failed");
-            return Err(errors::KAFKA_STORAGE_ERROR);
+            return Err(ErrorCode::KAFKA_STORAGE_ERROR);
         }
     };
     let set = converted.set.freeze();
@@ -335,7 +338,7 @@ fn encode(
                 .zip(fs)
                 .map(|((index, _, _, _), f)| PartitionOut {
                     index,
-                    error_code: old_reader_code(req.version, f.error),
+                    error_code: old_reader_code(req.version, f.error).code(),
                     high_watermark: f.high_watermark,
                     last_stable_offset: f.high_watermark,
                     log_start_offset: f.log_start,
@@ -354,9 +357,9 @@ fn encode(
 
 /// Kafka answers Fetch v5 and older with NOT_LEADER_OR_FOLLOWER where later versions get
 /// KAFKA_STORAGE_ERROR, which those clients do not know (`maybeDownConvertStorageError`).
-fn old_reader_code(version: i16, code: i16) -> i16 {
-    if version <= 5 && code == errors::KAFKA_STORAGE_ERROR {
-        errors::NOT_LEADER_OR_FOLLOWER
+fn old_reader_code(version: i16, code: ErrorCode) -> ErrorCode {
+    if version <= 5 && code == ErrorCode::KAFKA_STORAGE_ERROR {
+        ErrorCode::NOT_LEADER_OR_FOLLOWER
     } else {
         code
     }
@@ -379,16 +382,16 @@ mod tests {
     #[test]
     fn readers_before_v6_get_not_leader_for_a_storage_error() {
         assert_eq!(
-            old_reader_code(5, errors::KAFKA_STORAGE_ERROR),
-            errors::NOT_LEADER_OR_FOLLOWER
+            old_reader_code(5, ErrorCode::KAFKA_STORAGE_ERROR),
+            ErrorCode::NOT_LEADER_OR_FOLLOWER
         );
         assert_eq!(
-            old_reader_code(6, errors::KAFKA_STORAGE_ERROR),
-            errors::KAFKA_STORAGE_ERROR
+            old_reader_code(6, ErrorCode::KAFKA_STORAGE_ERROR),
+            ErrorCode::KAFKA_STORAGE_ERROR
         );
         assert_eq!(
-            old_reader_code(3, errors::OFFSET_OUT_OF_RANGE),
-            errors::OFFSET_OUT_OF_RANGE
+            old_reader_code(3, ErrorCode::OFFSET_OUT_OF_RANGE),
+            ErrorCode::OFFSET_OUT_OF_RANGE
         );
     }
 }

@@ -5,6 +5,7 @@
 use super::{errors, Request, Response};
 use crate::groups::records::coordinator_partition;
 use crate::metadata::{BrokerInfo, ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -25,7 +26,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
                 &"__consumer_offsets is not ready",
             );
             let resp = FindCoordinatorResponse::default()
-                .with_error_code(code)
+                .with_error_code(code.code())
                 .with_node_id(BrokerId(-1));
             return req.respond(ApiKey::FindCoordinator, &resp);
         }
@@ -45,13 +46,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
     }
     let metadata = shard.metadata();
     // Kafka's `getCoordinator`, per key.
-    let coordinator_of = |key: &str| -> Result<BrokerInfo, i16> {
+    let coordinator_of = |key: &str| -> Result<BrokerInfo, ErrorCode> {
         let node = match key_kind(req.version, body.key_type)? {
             KeyKind::Group if not_ready.iter().any(|k| k == key) => {
-                return Err(errors::COORDINATOR_NOT_AVAILABLE)
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
             }
             KeyKind::Group => {
-                group_coordinator(&metadata, key).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?
+                group_coordinator(&metadata, key).ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?
             }
             // Transactions are not supported: this broker answers, and InitProducerId refuses.
             KeyKind::Transaction => shard.config.node_id,
@@ -61,9 +62,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
             .iter()
             .find(|b| b.node_id == node)
             .cloned()
-            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)
+            .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)
     };
-    let refused = |code: i16, key: &str| {
+    let refused = |code: ErrorCode, key: &str| {
         errors::refused(
             shard,
             ApiKey::FindCoordinator,
@@ -84,7 +85,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
                             .with_port(b.port),
                         Err(code) => {
                             refused(code, key.as_str());
-                            c.with_error_code(code).with_node_id(BrokerId(-1))
+                            c.with_error_code(code.code()).with_node_id(BrokerId(-1))
                         }
                     }
                 })
@@ -99,7 +100,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
             Err(code) => {
                 refused(code, body.key.as_str());
                 FindCoordinatorResponse::default()
-                    .with_error_code(code)
+                    .with_error_code(code.code())
                     .with_node_id(BrokerId(-1))
             }
         }
@@ -116,13 +117,13 @@ enum KeyKind {
 
 /// Kafka's key types as `getCoordinator` takes them: share groups (KIP-932) came with v6 and
 /// have no coordinator in 3.9; an unknown type is INVALID_REQUEST.
-fn key_kind(version: i16, key_type: i8) -> Result<KeyKind, i16> {
+fn key_kind(version: i16, key_type: i8) -> Result<KeyKind, ErrorCode> {
     match key_type {
         GROUP_KEY => Ok(KeyKind::Group),
         TRANSACTION_KEY => Ok(KeyKind::Transaction),
-        SHARE_KEY if version < 6 => Err(errors::INVALID_REQUEST),
-        SHARE_KEY => Err(errors::COORDINATOR_NOT_AVAILABLE),
-        _ => Err(errors::INVALID_REQUEST),
+        SHARE_KEY if version < 6 => Err(ErrorCode::INVALID_REQUEST),
+        SHARE_KEY => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        _ => Err(ErrorCode::INVALID_REQUEST),
     }
 }
 
@@ -142,11 +143,11 @@ mod tests {
     fn key_types_are_kafkas() {
         assert_eq!(key_kind(0, GROUP_KEY), Ok(KeyKind::Group));
         assert_eq!(key_kind(1, TRANSACTION_KEY), Ok(KeyKind::Transaction));
-        assert_eq!(key_kind(5, SHARE_KEY), Err(errors::INVALID_REQUEST));
+        assert_eq!(key_kind(5, SHARE_KEY), Err(ErrorCode::INVALID_REQUEST));
         assert_eq!(
             key_kind(6, SHARE_KEY),
-            Err(errors::COORDINATOR_NOT_AVAILABLE)
+            Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
         );
-        assert_eq!(key_kind(6, 9), Err(errors::INVALID_REQUEST));
+        assert_eq!(key_kind(6, 9), Err(ErrorCode::INVALID_REQUEST));
     }
 }

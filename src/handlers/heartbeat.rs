@@ -2,13 +2,14 @@
 
 use super::{errors, Request, Response};
 use crate::groups;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
 pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Response {
     let group_id = body.group_id.to_string();
     let code = if group_id.is_empty() {
-        errors::INVALID_GROUP_ID
+        ErrorCode::INVALID_GROUP_ID
     } else {
         let member_id = body.member_id.to_string();
         let instance_id = body.group_instance_id.map(|i| i.to_string());
@@ -23,6 +24,6 @@ pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Res
     errors::refused(shard, ApiKey::Heartbeat, code, &"heartbeat");
     req.respond(
         ApiKey::Heartbeat,
-        &HeartbeatResponse::default().with_error_code(code),
+        &HeartbeatResponse::default().with_error_code(code.code()),
     )
 }

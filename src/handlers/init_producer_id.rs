@@ -7,6 +7,7 @@
 use super::routing::on_controller;
 use super::{errors, Request, Response};
 use crate::controller;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use std::rc::Rc;
@@ -16,11 +17,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -
         errors::refused(
             shard,
             ApiKey::InitProducerId,
-            errors::INVALID_REQUEST,
+            ErrorCode::INVALID_REQUEST,
             &"a transactional id: transactions are not supported yet",
         );
         let resp = InitProducerIdResponse::default()
-            .with_error_code(errors::INVALID_REQUEST)
+            .with_error_code(ErrorCode::INVALID_REQUEST.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
         return req.respond(ApiKey::InitProducerId, &resp);
@@ -38,11 +39,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -
             errors::refused(
                 shard,
                 ApiKey::InitProducerId,
-                errors::KAFKA_STORAGE_ERROR,
+                ErrorCode::KAFKA_STORAGE_ERROR,
                 &e,
             );
             InitProducerIdResponse::default()
-                .with_error_code(errors::KAFKA_STORAGE_ERROR)
+                .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.code())
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         }
@@ -50,11 +51,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -
             errors::refused(
                 shard,
                 ApiKey::InitProducerId,
-                errors::COORDINATOR_NOT_AVAILABLE,
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
                 &"the controller shard did not answer",
             );
             InitProducerIdResponse::default()
-                .with_error_code(errors::COORDINATOR_NOT_AVAILABLE)
+                .with_error_code(ErrorCode::COORDINATOR_NOT_AVAILABLE.code())
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         }

@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups::{self, JoinArgs, JoinReply};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
@@ -13,7 +14,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: JoinGroupRequest) -> Res
     let group_id = body.group_id.to_string();
     let member_id = body.member_id.to_string();
     let reply = if group_id.is_empty() {
-        JoinReply::error(errors::INVALID_GROUP_ID, &member_id)
+        JoinReply::error(ErrorCode::INVALID_GROUP_ID, &member_id)
     } else {
         // v0 has no rebalance timeout: the session timeout stands for both.
         let rebalance_timeout_ms = if req.version == 0 {
@@ -60,7 +61,7 @@ fn response(version: i16, r: JoinReply) -> JoinGroupResponse {
     // Before v7 the protocol name is not nullable: an error answers "".
     let protocol = r.protocol.or_else(|| (version < 7).then(String::new));
     JoinGroupResponse::default()
-        .with_error_code(r.error)
+        .with_error_code(r.error.code())
         .with_generation_id(r.generation)
         .with_protocol_type(r.protocol_type.map(StrBytes::from_string))
         .with_protocol_name(protocol.map(StrBytes::from_string))

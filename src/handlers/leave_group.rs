@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
@@ -23,8 +24,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
     } else {
         vec![(body.member_id.to_string(), None)]
     };
-    let results: Result<Vec<i16>, i16> = if group_id.is_empty() {
-        Err(errors::INVALID_GROUP_ID)
+    let results: Result<Vec<ErrorCode>, ErrorCode> = if group_id.is_empty() {
+        Err(ErrorCode::INVALID_GROUP_ID)
     } else {
         let (group, asked) = (group_id.clone(), members.clone());
         groups::on_coordinator(shard, &group_id, move |s, c, partition| {
@@ -39,7 +40,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
         }),
     }
     let resp = match results {
-        Err(code) => LeaveGroupResponse::default().with_error_code(code),
+        Err(code) => LeaveGroupResponse::default().with_error_code(code.code()),
         Ok(codes) if req.version >= 3 => LeaveGroupResponse::default().with_members(
             members
                 .into_iter()
@@ -48,13 +49,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
                     MemberResponse::default()
                         .with_member_id(StrBytes::from_string(id))
                         .with_group_instance_id(instance.map(StrBytes::from_string))
-                        .with_error_code(code)
+                        .with_error_code(code.code())
                 })
                 .collect(),
         ),
-        Ok(codes) => {
-            LeaveGroupResponse::default().with_error_code(codes.first().copied().unwrap_or(0))
-        }
+        Ok(codes) => LeaveGroupResponse::default()
+            .with_error_code(codes.first().copied().unwrap_or_default().code()),
     };
     req.respond(ApiKey::LeaveGroup, &resp)
 }

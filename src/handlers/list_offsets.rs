@@ -10,6 +10,7 @@
 use super::errors;
 use super::routing::on_partition;
 use super::{Request, Response};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::partition::Partition;
@@ -69,7 +70,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListOffsetsRequest) -> R
                             code,
                             &format_args!("{name}-{index} at timestamp {timestamp}"),
                         );
-                        r.with_error_code(code).with_offset(-1).with_timestamp(-1)
+                        r.with_error_code(code.code())
+                            .with_offset(-1)
+                            .with_timestamp(-1)
                     }
                 }
             }
@@ -93,7 +96,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListOffsetsRequest) -> R
 }
 
 /// (offset, timestamp) for one partition.
-async fn lookup(p: &Rc<Partition>, timestamp: i64) -> Result<(i64, i64), i16> {
+async fn lookup(p: &Rc<Partition>, timestamp: i64) -> Result<(i64, i64), ErrorCode> {
     let hw = p.high_watermark();
     match timestamp {
         LATEST => Ok((hw, -1)),
@@ -103,17 +106,17 @@ async fn lookup(p: &Rc<Partition>, timestamp: i64) -> Result<(i64, i64), i16> {
             Some((max, _)) => by_timestamp(p, max, hw).await,
             None => Ok((-1, -1)),
         },
-        t if t < 0 => Err(errors::INVALID_REQUEST),
+        t if t < 0 => Err(ErrorCode::INVALID_REQUEST),
         t => by_timestamp(p, t, hw).await,
     }
 }
 
-async fn by_timestamp(p: &Rc<Partition>, timestamp: i64, hw: i64) -> Result<(i64, i64), i16> {
+async fn by_timestamp(p: &Rc<Partition>, timestamp: i64, hw: i64) -> Result<(i64, i64), ErrorCode> {
     let found = p
         .log()
         .find_batch_by_timestamp(timestamp, hw)
         .await
-        .map_err(|e| errors::code_for(&e))?;
+        .map_err(|e| crate::protocol::errors::code_for(&e))?;
     let Some(batch) = found else {
         return Ok((-1, -1));
     };
@@ -145,10 +148,10 @@ async fn legacy_answer(
         errors::refused(
             shard,
             ApiKey::ListOffsets,
-            errors::UNSUPPORTED_VERSION,
+            ErrorCode::UNSUPPORTED_VERSION,
             &format_args!("v0 knows no timestamp {timestamp}"),
         );
-        return r.with_error_code(errors::UNSUPPORTED_VERSION);
+        return r.with_error_code(ErrorCode::UNSUPPORTED_VERSION.code());
     }
     let found = on_partition(shard, topic, index, move |part| {
         Box::pin(async move {
@@ -177,7 +180,7 @@ async fn legacy_answer(
                 code,
                 &format_args!("{topic}-{index}"),
             );
-            r.with_error_code(code)
+            r.with_error_code(code.code())
         }
     }
 }

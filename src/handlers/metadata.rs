@@ -9,6 +9,7 @@ use super::routing::on_controller;
 use super::{Request, Response};
 use crate::controller::{self, NewTopic};
 use crate::metadata::{validate_topic_name, TopicInfo};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
@@ -63,11 +64,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                     errors::refused(
                         shard,
                         ApiKey::Metadata,
-                        errors::UNKNOWN_TOPIC_ID,
+                        ErrorCode::UNKNOWN_TOPIC_ID,
                         &format_args!("topic id {id}"),
                     );
                     MetadataResponseTopic::default()
-                        .with_error_code(errors::UNKNOWN_TOPIC_ID)
+                        .with_error_code(ErrorCode::UNKNOWN_TOPIC_ID.code())
                         .with_name(None)
                         .with_topic_id(*id)
                 }
@@ -93,9 +94,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                 Some(t) => topic_entry(t),
                 None => {
                     let code = if validate_topic_name(name).is_err() {
-                        errors::INVALID_TOPIC_EXCEPTION
+                        ErrorCode::INVALID_TOPIC_EXCEPTION
                     } else {
-                        errors::UNKNOWN_TOPIC_OR_PARTITION
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
                     };
                     errors::refused(
                         shard,
@@ -104,7 +105,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                         &format_args!("topic {name:?}"),
                     );
                     MetadataResponseTopic::default()
-                        .with_error_code(code)
+                        .with_error_code(code.code())
                         .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
                 }
             })
@@ -152,7 +153,7 @@ fn invalid_request(req: &Request, asked: &[MetadataRequestTopic]) -> Response {
         .iter()
         .map(|t| {
             MetadataResponseTopic::default()
-                .with_error_code(errors::INVALID_REQUEST)
+                .with_error_code(ErrorCode::INVALID_REQUEST.code())
                 .with_name(t.name.clone())
         })
         .collect();
@@ -202,7 +203,7 @@ fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
             MetadataResponsePartition::default()
                 // No leader (offline, or not elected yet): clients wait and ask again.
                 .with_error_code(if p.leader < 0 {
-                    errors::LEADER_NOT_AVAILABLE
+                    ErrorCode::LEADER_NOT_AVAILABLE.code()
                 } else {
                     0
                 })

@@ -31,6 +31,8 @@ mod produce_checks;
 pub mod routing;
 mod sync_group;
 
+use crate::protocol::errors::ErrorCode;
+use crate::protocol::versions::{supported, SUPPORTED};
 use crate::protocol::{self, legacy, PeekedHeader};
 use crate::server::send::OutChunk;
 use crate::server::shard::Shard;
@@ -52,39 +54,6 @@ pub enum Response {
     Close(String),
 }
 
-/// APIs and version ranges Ferrite serves (what ApiVersions advertises): for each API, exactly
-/// the versions Kafka 3.9 serves (its `clients/src/main/resources/common/message/*.json`
-/// `validVersions`), old message formats and topic ids included.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 0, 11),
-    (ApiKey::Fetch, 0, 17),
-    (ApiKey::ListOffsets, 0, 9),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::OffsetCommit, 0, 9),
-    (ApiKey::OffsetFetch, 0, 9),
-    (ApiKey::FindCoordinator, 0, 6),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::ApiVersions, 0, 4),
-    (ApiKey::CreateTopics, 0, 7),
-    (ApiKey::DeleteTopics, 0, 6),
-    (ApiKey::InitProducerId, 0, 5),
-    (ApiKey::DescribeConfigs, 0, 4),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::OffsetForLeaderEpoch, 0, 4),
-];
-
-fn supported(api_key: i16) -> Option<(ApiKey, i16, i16)> {
-    SUPPORTED
-        .iter()
-        .copied()
-        .find(|(k, _, _)| *k as i16 == api_key)
-}
 
 /// The request as handlers see it.
 pub struct Request {
@@ -154,7 +123,7 @@ async fn dispatch(
             errors::refused(
                 shard,
                 api_key,
-                errors::UNSUPPORTED_VERSION,
+                ErrorCode::UNSUPPORTED_VERSION,
                 &format_args!("ApiVersions v{version}"),
             );
         }

@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups::{self, CommitArgs};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -27,8 +28,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
         })
         .collect();
     let count = offsets.len();
-    let codes: Vec<i16> = if group_id.is_empty() {
-        vec![errors::INVALID_GROUP_ID; count]
+    let codes: Vec<ErrorCode> = if group_id.is_empty() {
+        vec![ErrorCode::INVALID_GROUP_ID; count]
     } else {
         let args = CommitArgs {
             group_id: group_id.clone(),
@@ -64,7 +65,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
                         .map(|p| {
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
-                                .with_error_code(codes.next().unwrap_or(errors::NONE))
+                                .with_error_code(codes.next().unwrap_or(ErrorCode::NONE).code())
                         })
                         .collect(),
                 )

@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups::{self, coordinator::CommittedOffsets as Committed, records::OffsetValue};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -24,7 +25,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
             groups_out.push(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id)
-                    .with_error_code(code)
+                    .with_error_code(code.code())
                     .with_topics(
                         committed
                             .into_iter()
@@ -76,7 +77,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                                 .with_committed_offset(offset)
                                 .with_committed_leader_epoch(epoch)
                                 .with_metadata(Some(metadata))
-                                .with_error_code(if req.version < 2 { code } else { 0 })
+                                .with_error_code(if req.version < 2 { code.code() } else { 0 })
                         })
                         .collect(),
                 )
@@ -86,7 +87,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
         ApiKey::OffsetFetch,
         &OffsetFetchResponse::default()
             .with_topics(topics)
-            .with_error_code(code),
+            .with_error_code(code.code()),
     )
 }
 
@@ -95,7 +96,7 @@ async fn fetch(
     shard: &Shard,
     group_id: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
-) -> (i16, Committed) {
+) -> (ErrorCode, Committed) {
     let unanswered = |topics: &Option<Vec<(String, Vec<i32>)>>| -> Committed {
         topics
             .iter()
@@ -107,10 +108,10 @@ async fn fetch(
         errors::refused(
             shard,
             ApiKey::OffsetFetch,
-            errors::INVALID_GROUP_ID,
+            ErrorCode::INVALID_GROUP_ID,
             &"an empty group id",
         );
-        return (errors::INVALID_GROUP_ID, unanswered(&topics));
+        return (ErrorCode::INVALID_GROUP_ID, unanswered(&topics));
     }
     let asked = topics.clone();
     let group = group_id.clone();
@@ -119,7 +120,7 @@ async fn fetch(
     })
     .await
     {
-        Ok(committed) => (errors::NONE, committed),
+        Ok(committed) => (ErrorCode::NONE, committed),
         Err(code) => {
             errors::refused(
                 shard,

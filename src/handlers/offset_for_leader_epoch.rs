@@ -3,6 +3,7 @@
 
 use super::routing::on_partition;
 use super::{errors, Request, Response};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -23,10 +24,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetForLeaderEpochRequ
                 Box::pin(async move {
                     // A requester that knows a newer leader epoch than ours is ahead of us.
                     if current >= 0 && current > part.leader_epoch() {
-                        return Err(errors::UNKNOWN_LEADER_EPOCH);
+                        return Err(ErrorCode::UNKNOWN_LEADER_EPOCH);
                     }
                     if current >= 0 && current < part.leader_epoch() {
-                        return Err(errors::FENCED_LEADER_EPOCH);
+                        return Err(ErrorCode::FENCED_LEADER_EPOCH);
                     }
                     Ok(part.log().end_offset_for_epoch(epoch))
                 })
@@ -44,7 +45,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetForLeaderEpochRequ
                         code,
                         &format_args!("{name}-{} epoch {epoch}", p.partition),
                     );
-                    out.with_error_code(code)
+                    out.with_error_code(code.code())
                         .with_leader_epoch(-1)
                         .with_end_offset(UNDEFINED)
                 }

@@ -13,6 +13,7 @@ use super::produce_checks::{self, Refusal};
 use super::routing::on_partition;
 use super::{errors, Request, Response};
 use crate::metrics::Conversion;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::batch::legacy::{self, up::up_convert};
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 /// Why a partition's records were not appended, with what Kafka's response carries for it.
 #[derive(Debug, Default)]
 struct Failure {
-    code: i16,
+    code: ErrorCode,
     message: String,
     /// The partition's log start offset where Kafka reports it (refusals from the log's
     /// validation and producer state), -1 otherwise.
@@ -82,7 +83,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                 }
                 let Some(records) = p.records else {
                     return Err(Failure::from((
-                        errors::CORRUPT_MESSAGE,
+                        ErrorCode::CORRUPT_MESSAGE,
                         "the record set is null".to_string(),
                     )));
                 };
@@ -141,7 +142,7 @@ fn partition_refusal(
 ) -> Option<Refusal> {
     if shard.metadata().partition(topic, index).is_none() {
         return Some((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
             format!("{topic}-{index} does not exist"),
         ));
     }
@@ -219,10 +220,10 @@ fn append_failure(e: &Error, part: &Partition) -> Failure {
     match e {
         Error::InvalidBatch(b) => batch_failure(b, log_start),
         e => {
-            let code = errors::code_for(e);
+            let code = crate::protocol::errors::code_for(e);
             let reports_log_start = !matches!(
                 code,
-                errors::NOT_LEADER_OR_FOLLOWER | errors::KAFKA_STORAGE_ERROR
+                ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR
             );
             Failure {
                 code,
@@ -235,8 +236,11 @@ fn append_failure(e: &Error, part: &Partition) -> Failure {
 }
 
 fn batch_failure(b: &BatchError, log_start_offset: i64) -> Failure {
-    let code = errors::batch_code(b);
-    let unknown_append_info = matches!(code, errors::CORRUPT_MESSAGE | errors::MESSAGE_TOO_LARGE);
+    let code = crate::protocol::errors::batch_code(b);
+    let unknown_append_info = matches!(
+        code,
+        ErrorCode::CORRUPT_MESSAGE | ErrorCode::MESSAGE_TOO_LARGE
+    );
     let log_start_offset = if unknown_append_info {
         -1
     } else {
@@ -259,8 +263,8 @@ fn batch_failure(b: &BatchError, log_start_offset: i64) -> Failure {
 }
 
 /// Kafka's summary of refused records (`LogValidator.processRecordErrors`).
-fn records_refused_message(code: i16, errors: &[RecordError], count: usize) -> String {
-    if code == errors::INVALID_TIMESTAMP {
+fn records_refused_message(code: ErrorCode, errors: &[RecordError], count: usize) -> String {
+    if code == ErrorCode::INVALID_TIMESTAMP {
         return "One or more records have been rejected due to invalid timestamp".to_string();
     }
     let first: Vec<String> = errors
@@ -296,7 +300,7 @@ fn partition_response(index: i32, outcome: Outcome) -> PartitionProduceResponse 
                         .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
                 })
                 .collect();
-            r.with_error_code(f.code)
+            r.with_error_code(f.code.code())
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(f.log_start_offset)
@@ -325,7 +329,7 @@ fn not_enough_replicas(shard: &Shard, topic: &str, index: i32, required: i32) ->
     let isr = partition.isr.len() as i32;
     (isr < required).then(|| {
         (
-            errors::NOT_ENOUGH_REPLICAS,
+            ErrorCode::NOT_ENOUGH_REPLICAS,
             format!("the in-sync replicas ({isr}) are fewer than min.insync.replicas ({required})"),
         )
     })
@@ -347,7 +351,7 @@ async fn committed(
         .map_err(|e| append_failure(&e, part))?;
     if !done {
         return Err(Failure {
-            code: errors::REQUEST_TIMED_OUT,
+            code: ErrorCode::REQUEST_TIMED_OUT,
             message: format!(
                 "offset {} was not replicated to the ISR within {timeout:?}",
                 info.last_offset
@@ -359,7 +363,7 @@ async fn committed(
     let isr = part.role().isr.len() as i32;
     if isr < required {
         return Err(Failure {
-            code: errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            code: ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
             message: format!("written, but the in-sync replicas ({isr}) fell below min.insync.replicas ({required})"),
             log_start_offset,
             ..Failure::default()

@@ -3,12 +3,12 @@
 //! `ReplicaManager.appendToLocalLog`). The batch and record rules live in the data plane
 //! (`ferrite_shards::log::admission`); see `docs/validation.md` for the whole table.
 
-use super::errors;
+use crate::protocol::errors::ErrorCode;
 use bytes::Bytes;
 use ferrite_shards::batch::{BatchHeader, Compression, LOG_OVERHEAD_BYTES, MAGIC_V2};
 
 /// A partition's refusal before the append: the code and why.
-pub type Refusal = (i16, String);
+pub type Refusal = (ErrorCode, String);
 
 /// The client id Kafka lets write into internal topics (its admin tools).
 const ADMIN_CLIENT_ID: &str = "__admin_client";
@@ -22,7 +22,7 @@ pub fn is_internal_topic(topic: &str) -> bool {
 pub fn internal_topic_refusal(topic: &str, client_id: &str) -> Option<Refusal> {
     (is_internal_topic(topic) && client_id != ADMIN_CLIENT_ID).then(|| {
         (
-            errors::INVALID_TOPIC_EXCEPTION,
+            ErrorCode::INVALID_TOPIC_EXCEPTION,
             format!("Cannot append to internal topic {topic}"),
         )
     })
@@ -32,7 +32,7 @@ pub fn internal_topic_refusal(topic: &str, client_id: &str) -> Option<Refusal> {
 pub fn acks_refusal(acks: i16) -> Option<Refusal> {
     (!(-1..=1).contains(&acks)).then(|| {
         (
-            errors::INVALID_REQUIRED_ACKS,
+            ErrorCode::INVALID_REQUIRED_ACKS,
             format!("acks={acks} is not 0, 1 or -1"),
         )
     })
@@ -58,7 +58,7 @@ pub fn missing_transactional_id(
     });
     transactional.then(|| {
         (
-            errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "a transactional batch came without a transactional id".to_string(),
         )
     })
@@ -72,7 +72,7 @@ pub fn unverified_transaction(records: &Bytes) -> Option<Refusal> {
     let h = first_header(records)?;
     (h.magic == MAGIC_V2 && h.is_transactional() && h.producer_id >= 0).then(|| {
         (
-            errors::INVALID_TXN_STATE,
+            ErrorCode::INVALID_TXN_STATE,
             format!(
                 "producer {} wrote a transactional batch, but no transaction is ongoing (Ferrite has no transaction coordinator yet)",
                 h.producer_id
@@ -90,31 +90,31 @@ pub fn shape_refusal(version: i16, records: &Bytes) -> Option<Refusal> {
     }
     let framing = batch_framing(records);
     let (first_magic, whole) = match framing {
-        Framing::Corrupt(reason) => return Some((errors::CORRUPT_MESSAGE, reason)),
+        Framing::Corrupt(reason) => return Some((ErrorCode::CORRUPT_MESSAGE, reason)),
         Framing::Batches { first_magic, whole } => (first_magic, whole),
     };
     let Some(first_magic) = first_magic.filter(|_| whole > 0) else {
         return Some((
-            errors::INVALID_RECORD,
+            ErrorCode::INVALID_RECORD,
             format!("Produce requests with version {version} must have at least one record batch per partition"),
         ));
     };
     if first_magic != MAGIC_V2 {
         return Some((
-            errors::INVALID_RECORD,
+            ErrorCode::INVALID_RECORD,
             format!("Produce requests with version {version} are only allowed to contain record batches with magic version 2"),
         ));
     }
     if whole > 1 {
         return Some((
-            errors::INVALID_RECORD,
+            ErrorCode::INVALID_RECORD,
             format!("Produce requests with version {version} are only allowed to contain exactly one record batch per partition"),
         ));
     }
     let zstd = first_header(records).and_then(|h| h.compression()) == Some(Compression::Zstd);
     if version < 7 && zstd {
         return Some((
-            errors::UNSUPPORTED_COMPRESSION_TYPE,
+            ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
             format!("Produce requests with version {version} are not allowed to use ZStandard compression"),
         ));
     }
@@ -179,7 +179,7 @@ mod tests {
         build_batch(&one(), ProducerFields::NONE)
     }
 
-    fn code(r: Option<Refusal>) -> Option<i16> {
+    fn code(r: Option<Refusal>) -> Option<ErrorCode> {
         r.map(|(c, _)| c)
     }
 
@@ -187,13 +187,19 @@ mod tests {
     fn v3_needs_exactly_one_whole_magic_2_batch() {
         assert_eq!(code(shape_refusal(3, &batch())), None);
         let two = Bytes::from([batch().to_vec(), batch().to_vec()].concat());
-        assert_eq!(code(shape_refusal(9, &two)), Some(errors::INVALID_RECORD));
+        assert_eq!(
+            code(shape_refusal(9, &two)),
+            Some(ErrorCode::INVALID_RECORD)
+        );
         assert_eq!(code(shape_refusal(2, &two)), None, "v0-2 are not checked");
         let cut = batch().slice(..40);
-        assert_eq!(code(shape_refusal(9, &cut)), Some(errors::INVALID_RECORD));
+        assert_eq!(
+            code(shape_refusal(9, &cut)),
+            Some(ErrorCode::INVALID_RECORD)
+        );
         assert_eq!(
             code(shape_refusal(9, &Bytes::new())),
-            Some(errors::INVALID_RECORD)
+            Some(ErrorCode::INVALID_RECORD)
         );
         let with_tail = Bytes::from([batch().to_vec(), batch()[..30].to_vec()].concat());
         assert_eq!(
@@ -209,19 +215,19 @@ mod tests {
         v1[16] = 1;
         assert_eq!(
             code(shape_refusal(3, &Bytes::from(v1))),
-            Some(errors::INVALID_RECORD)
+            Some(ErrorCode::INVALID_RECORD)
         );
         let mut bad_magic = batch().to_vec();
         bad_magic[16] = 7;
         assert_eq!(
             code(shape_refusal(3, &Bytes::from(bad_magic))),
-            Some(errors::CORRUPT_MESSAGE)
+            Some(ErrorCode::CORRUPT_MESSAGE)
         );
         let mut tiny = batch().to_vec();
         tiny[8..12].copy_from_slice(&3i32.to_be_bytes());
         assert_eq!(
             code(shape_refusal(3, &Bytes::from(tiny))),
-            Some(errors::CORRUPT_MESSAGE)
+            Some(ErrorCode::CORRUPT_MESSAGE)
         );
     }
 
@@ -230,7 +236,7 @@ mod tests {
         let zstd = build_batch_compressed(&one(), ProducerFields::NONE, Compression::Zstd).unwrap();
         assert_eq!(
             code(shape_refusal(6, &zstd)),
-            Some(errors::UNSUPPORTED_COMPRESSION_TYPE)
+            Some(ErrorCode::UNSUPPORTED_COMPRESSION_TYPE)
         );
         assert_eq!(code(shape_refusal(7, &zstd)), None);
     }
@@ -243,13 +249,13 @@ mod tests {
         let txn = Bytes::from(txn);
         assert_eq!(
             code(missing_transactional_id(None, &[&txn])),
-            Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         );
         assert_eq!(code(missing_transactional_id(Some("t"), &[&txn])), None);
         assert_eq!(code(missing_transactional_id(None, &[&batch()])), None);
         assert_eq!(
             code(unverified_transaction(&txn)),
-            Some(errors::INVALID_TXN_STATE)
+            Some(ErrorCode::INVALID_TXN_STATE)
         );
         assert_eq!(code(unverified_transaction(&batch())), None);
     }
@@ -260,7 +266,10 @@ mod tests {
             assert_eq!(code(acks_refusal(ok)), None);
         }
         for bad in [-2, 2, 3] {
-            assert_eq!(code(acks_refusal(bad)), Some(errors::INVALID_REQUIRED_ACKS));
+            assert_eq!(
+                code(acks_refusal(bad)),
+                Some(ErrorCode::INVALID_REQUIRED_ACKS)
+            );
         }
     }
 
@@ -268,7 +277,7 @@ mod tests {
     fn internal_topics_are_the_brokers_own() {
         assert_eq!(
             code(internal_topic_refusal("__consumer_offsets", "rdkafka")),
-            Some(errors::INVALID_TOPIC_EXCEPTION)
+            Some(ErrorCode::INVALID_TOPIC_EXCEPTION)
         );
         assert_eq!(
             code(internal_topic_refusal(

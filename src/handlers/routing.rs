@@ -1,6 +1,6 @@
 //! Reaching a partition: find its owner shard in the metadata, run the work there.
 
-use super::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
@@ -9,18 +9,23 @@ use std::rc::Rc;
 /// Runs `f` on the shard that owns `topic`/`index`, with the partition. A partition that does
 /// not exist (or is not open yet) is UNKNOWN_TOPIC_OR_PARTITION; one this broker does not lead
 /// is NOT_LEADER_OR_FOLLOWER.
-pub async fn on_partition<R, F>(shard: &Shard, topic: &str, index: i32, f: F) -> Result<R, i16>
+pub async fn on_partition<R, F>(
+    shard: &Shard,
+    topic: &str,
+    index: i32,
+    f: F,
+) -> Result<R, ErrorCode>
 where
     R: Send + 'static,
     F: FnOnce(Rc<Partition>) -> LocalBoxFuture<'static, R> + Send + 'static,
 {
     let metadata = shard.metadata();
     let Some(info) = metadata.partition(topic, index) else {
-        return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
+        return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
     };
     // Only the leader answers for a partition; a client elsewhere refreshes its metadata.
     if !shard.leads(info) {
-        return Err(errors::NOT_LEADER_OR_FOLLOWER);
+        return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
     }
     let owner = info.shard;
     let topic = topic.to_string();
@@ -28,17 +33,17 @@ where
         .router()
         .call(
             owner,
-            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, i16>> {
+            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, ErrorCode>> {
                 Box::pin(async move {
                     match s.partition(&topic, index) {
                         Some(p) => Ok(f(p).await),
-                        None => Err(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                        None => Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
                     }
                 })
             },
         )
         .await
-        .unwrap_or(Err(errors::NOT_LEADER_OR_FOLLOWER))
+        .unwrap_or(Err(ErrorCode::NOT_LEADER_OR_FOLLOWER))
 }
 
 /// Runs `f` on the controller shard (shard 0).

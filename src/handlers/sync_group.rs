@@ -3,6 +3,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups::{self, SyncArgs, SyncReply};
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -10,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 pub async fn handle(shard: &Shard, req: &Request, body: SyncGroupRequest) -> Response {
     let group_id = body.group_id.to_string();
     let reply = if group_id.is_empty() {
-        SyncReply::error(errors::INVALID_GROUP_ID)
+        SyncReply::error(ErrorCode::INVALID_GROUP_ID)
     } else {
         let args = SyncArgs {
             group_id: group_id.clone(),
@@ -33,7 +34,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: SyncGroupRequest) -> Res
     };
     errors::refused(shard, ApiKey::SyncGroup, reply.error, &"sync");
     let resp = SyncGroupResponse::default()
-        .with_error_code(reply.error)
+        .with_error_code(reply.error.code())
         .with_protocol_type(reply.protocol_type.map(StrBytes::from_string))
         .with_protocol_name(reply.protocol.map(StrBytes::from_string))
         .with_assignment(reply.assignment);

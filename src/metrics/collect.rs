@@ -75,7 +75,7 @@ fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {
     }
     for (&(slot, code), &count) in m.errors.borrow().iter() {
         let api = api_name(slot);
-        let code = code.to_string();
+        let code = code.code().to_string();
         e.counter(
             "ferrite_request_errors_total",
             "Kafka error codes returned, by API (per partition or topic where the response has them).",

@@ -12,7 +12,8 @@ mod collect;
 pub mod endpoint;
 mod exposition;
 
-use crate::handlers::SUPPORTED;
+use crate::protocol::versions::SUPPORTED;
+use crate::protocol::errors::ErrorCode;
 use ferrite_shards::stats::Histogram;
 use kafka_protocol::messages::ApiKey;
 use std::cell::{Cell, RefCell};
@@ -30,7 +31,7 @@ pub struct ShardMetrics {
     /// Requests answered by closing the connection (malformed, unsupported).
     refused: Vec<Cell<u64>>,
     /// Kafka error codes in responses: (API slot, code) → count. Errors are rare, so a map.
-    errors: RefCell<BTreeMap<(usize, i16), u64>>,
+    errors: RefCell<BTreeMap<(usize, ErrorCode), u64>>,
     /// Record bytes this shard sent in fetch responses, by topic and partition (whichever
     /// shard owns the partition).
     fetched_bytes: RefCell<HashMap<String, HashMap<i32, u64>>>,
@@ -103,8 +104,8 @@ impl ShardMetrics {
     }
 
     /// A Kafka error code returned in a response of `api` (0 is not an error).
-    pub fn error(&self, api: ApiKey, code: i16) {
-        if code != 0 {
+    pub fn error(&self, api: ApiKey, code: ErrorCode) {
+        if code.is_error() {
             *self
                 .errors
                 .borrow_mut()

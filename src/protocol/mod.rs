@@ -1,8 +1,10 @@
 //! Wire-level helpers around the codec: header peeking, response framing, and the few
 //! responses the codec cannot encode (old versions, chunked fetch data).
 
+pub mod errors;
 pub mod fetch_response;
 pub mod legacy;
+pub mod versions;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader};

@@ -7,7 +7,7 @@
 //! with the leader's offsets, and takes the leader's high watermark (capped at its own end).
 
 use super::peer::Peer;
-use crate::handlers::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::server::shard::Shard;
 use ferrite_shards::partition::Partition;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -175,7 +175,7 @@ async fn truncate_diverged(
             else {
                 continue;
             };
-            if r.error_code != errors::NONE {
+            if ErrorCode::from_code(r.error_code).is_error() {
                 continue; // the leader is not ready for this epoch yet: ask again next round
             }
             let end = p.log().log_end_offset();
@@ -269,8 +269,8 @@ async fn fetch_once(
             if !same_term {
                 continue;
             }
-            match d.error_code {
-                errors::NONE => {
+            match ErrorCode::from_code(d.error_code) {
+                ErrorCode::NONE => {
                     if let Some(records) = d.records.filter(|r| !r.is_empty()) {
                         if let Err(e) = p.append_from_leader(&records).await {
                             tracing::error!(topic = %p.topic(), partition = p.index(), error = %e,
@@ -281,7 +281,7 @@ async fn fetch_once(
                     }
                     p.follow_high_watermark(d.high_watermark);
                 }
-                errors::OFFSET_OUT_OF_RANGE => {
+                ErrorCode::OFFSET_OUT_OF_RANGE => {
                     let end = p.log().log_end_offset();
                     let result = if end < d.log_start_offset {
                         p.restart_at(d.log_start_offset).await
