@@ -11,7 +11,7 @@ use crate::metadata::{
     TopicInfo,
 };
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use ferrite_shards::placement::assign_balanced;
 use glommio::sync::Semaphore;
 use std::cell::Cell;
@@ -86,11 +86,9 @@ impl Controller {
     }
 }
 
-fn the_controller(shard: &Shard) -> &Controller {
-    shard
-        .controller
-        .as_ref()
-        .expect("controller duties run on shard 0")
+/// The controller's state: it lives on shard 0, where the router sends controller duties.
+fn the_controller(shard: &Shard) -> Rc<Controller> {
+    shard.service::<Controller>()
 }
 
 /// Checks a new topic against the snapshot and fills in defaults.

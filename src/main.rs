@@ -11,6 +11,7 @@ mod metrics;
 mod protocol;
 mod replication;
 mod server;
+mod shard;
 mod tune;
 
 use clap::Parser;

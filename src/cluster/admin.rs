@@ -6,7 +6,7 @@ use super::requests::{CreateOutcome, PlannedTopic, Request};
 use super::ZkHandle;
 use crate::controller::{check_new_topic, NewTopic, TopicError};
 use crate::metadata::{cluster_id_string, random_id, PartitionInfo, TopicInfo};
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

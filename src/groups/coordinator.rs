@@ -12,7 +12,7 @@ use super::group::{Group, JoinReply, Member, State, SyncReply};
 use super::records::{GroupValue, Key, OffsetValue};
 use crate::metadata::CONSUMER_OFFSETS_TOPIC;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::batch::build::{build_batch, decode_records, NewRecord, ProducerFields};
 use ferrite_shards::batch::split_batches;

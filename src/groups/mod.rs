@@ -15,7 +15,9 @@ pub use group::{JoinReply, SyncReply};
 use crate::controller::{self, NewTopic, TopicError};
 use crate::metadata::CONSUMER_OFFSETS_TOPIC;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::services::PartitionObserver;
+use crate::shard::Shard;
+use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -54,7 +56,7 @@ pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), ErrorCode> {
             ("compression.type".to_string(), "producer".to_string()),
         ]),
     };
-    let created = crate::handlers::routing::on_controller(
+    let created = crate::shard::routing::on_controller(
         shard,
         move |s: Rc<Shard>| -> LocalBoxFuture<'static, _> {
             Box::pin(async move { controller::create_topics(&s, vec![topic], false).await })
@@ -97,7 +99,7 @@ pub async fn coordinator_ready(shard: &Shard, group_id: &str) -> bool {
             move |s: Rc<Shard>| -> LocalBoxFuture<'static, bool> {
                 Box::pin(async move {
                     s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_some()
-                        && !s.groups.is_loading(partition)
+                        && !s.service::<Coordinator>().is_loading(partition)
                 })
             },
         )
@@ -131,16 +133,70 @@ where
             move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, ErrorCode>> {
                 Box::pin(async move {
                     // A partition is in the shard's table only once its groups are loaded.
+                    let groups = s.service::<Coordinator>();
                     if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none()
-                        || s.groups.is_loading(partition)
+                        || groups.is_loading(partition)
                     {
                         return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
                     }
-                    let groups = s.groups.clone();
                     Ok(f(s, groups, partition).await)
                 })
             },
         )
         .await
         .unwrap_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE))
+}
+
+/// The coordinator keeps the groups of the `__consumer_offsets` partitions this broker leads:
+/// read before the partition is served, read again when leadership arrives (what was
+/// replicated as a follower is the truth now), forgotten when it leaves.
+impl PartitionObserver for Coordinator {
+    fn topic(&self) -> &str {
+        CONSUMER_OFFSETS_TOPIC
+    }
+
+    fn opened<'a>(
+        &'a self,
+        partition: &'a Rc<Partition>,
+        leads: bool,
+        _partitions: usize,
+    ) -> LocalBoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if !leads {
+                return Ok(());
+            }
+            let (groups, offsets) = self.load(partition).await?;
+            if groups + offsets > 0 {
+                tracing::info!(
+                    partition = partition.index(),
+                    groups,
+                    offsets,
+                    "groups loaded"
+                );
+            }
+            Ok(())
+        })
+    }
+
+    fn leadership_changed<'a>(
+        &'a self,
+        partition: &'a Rc<Partition>,
+        leads: bool,
+        partitions: usize,
+    ) -> LocalBoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if !leads {
+                self.forget_partition(partition.index(), partitions as i32);
+                return Ok(());
+            }
+            let (groups, offsets) = self.reload(partition, partitions as i32).await?;
+            tracing::info!(
+                partition = partition.index(),
+                groups,
+                offsets,
+                "coordinating the groups of a partition this broker now leads"
+            );
+            Ok(())
+        })
+    }
 }

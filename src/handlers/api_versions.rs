@@ -6,7 +6,7 @@
 
 use super::{errors, Request, Response, SUPPORTED};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 

@@ -1,9 +1,9 @@
 //! CreatePartitions: grows topics to a new partition count (never shrinks).
 
-use super::routing::on_controller;
 use super::{errors, Request, Response};
 use crate::controller::{self, TopicError};
-use crate::server::shard::Shard;
+use crate::shard::routing::on_controller;
+use crate::shard::Shard;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;

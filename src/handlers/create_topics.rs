@@ -1,11 +1,11 @@
 //! CreateTopics: new topics with their partition count, replication factor and configs;
 //! `validate_only` checks everything and changes nothing.
 
-use super::routing::on_controller;
 use super::{Request, Response};
 use crate::controller::{self, NewTopic, TopicError};
 use crate::metadata::TopicInfo;
-use crate::server::shard::Shard;
+use crate::shard::routing::on_controller;
+use crate::shard::Shard;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };

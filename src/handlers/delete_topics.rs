@@ -2,11 +2,11 @@
 //! Kafka's `handleDeleteTopicsRequest`: both at once is INVALID_REQUEST, an id nobody has
 //! UNKNOWN_TOPIC_ID).
 
-use super::routing::on_controller;
 use super::{errors, Request, Response};
 use crate::controller;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::routing::on_controller;
+use crate::shard::Shard;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;

@@ -8,7 +8,7 @@ use super::{errors, Request, Response};
 use crate::config::{BrokerSettings, BROKER_KEYS};
 use crate::metadata::{topic_config, TopicInfo};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use ferrite_shards::config::CONFIG_KEYS;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,

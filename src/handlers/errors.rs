@@ -1,7 +1,7 @@
 //! Refusals as the handlers make them: an error code put in a response is counted and logged.
 
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::ApiKey;
 
 /// An error code put in a response: counted by API and code, and logged at debug with why.

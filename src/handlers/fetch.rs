@@ -10,12 +10,12 @@
 //! splicing and is counted in the metrics.
 
 use super::errors;
-use super::routing::on_partition;
 use super::{Request, Response};
-use crate::metrics::Conversion;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
-use crate::server::shard::Shard;
+use crate::shard::counters::Conversion;
+use crate::shard::routing::on_partition;
+use crate::shard::Shard;
 use ferrite_shards::batch::legacy::{down::down_convert, MAGIC_V0, MAGIC_V1};
 use ferrite_shards::batch::BatchError;
 use ferrite_shards::log::{Chunk, ReadResult};

@@ -6,7 +6,7 @@ use super::{errors, Request, Response};
 use crate::groups::records::coordinator_partition;
 use crate::metadata::{BrokerInfo, ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;

@@ -3,7 +3,7 @@
 use super::{errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
 pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Response {

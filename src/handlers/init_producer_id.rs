@@ -4,11 +4,11 @@
 //! the producer's current one (KIP-360 epoch bumps only apply to transactional producers).
 //! Transactions are not supported: a transactional id is refused.
 
-use super::routing::on_controller;
 use super::{errors, Request, Response};
 use crate::controller;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::routing::on_controller;
+use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use std::rc::Rc;
 

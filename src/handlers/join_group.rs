@@ -4,7 +4,7 @@
 use super::{errors, Request, Response};
 use crate::groups::{self, JoinArgs, JoinReply};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;

@@ -4,7 +4,7 @@
 use super::{errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::StrBytes;

@@ -2,7 +2,7 @@
 //! filtered by state (v4+).
 
 use super::{Request, Response};
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -16,7 +16,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListGroupsRequest) -> Re
         .collect();
     let per_shard = shard
         .router()
-        .broadcast(|s: Rc<Shard>| Box::pin(async move { s.groups.list() }))
+        .broadcast(|s: Rc<Shard>| {
+            Box::pin(async move { s.service::<crate::groups::Coordinator>().list() })
+        })
         .await;
     let mut groups: Vec<(String, String, &'static str)> = per_shard
         .into_iter()

@@ -8,10 +8,10 @@
 //! segment granularity (`UnifiedLog.legacyFetchOffsetsBefore`).
 
 use super::errors;
-use super::routing::on_partition;
 use super::{Request, Response};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::routing::on_partition;
+use crate::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::partition::Partition;
 use kafka_protocol::messages::list_offsets_response::{

@@ -5,12 +5,12 @@
 //! `default.replication.factor`; the answer then already lists it.
 
 use super::errors;
-use super::routing::on_controller;
 use super::{Request, Response};
 use crate::controller::{self, NewTopic};
 use crate::metadata::{validate_topic_name, TopicInfo};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::routing::on_controller;
+use crate::shard::Shard;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,

@@ -28,14 +28,13 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod produce_checks;
-pub mod routing;
 mod sync_group;
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::versions::{supported, SUPPORTED};
 use crate::protocol::{self, legacy, PeekedHeader};
 use crate::server::send::OutChunk;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
@@ -53,7 +52,6 @@ pub enum Response {
     /// Close the connection, for this reason.
     Close(String),
 }
-
 
 /// The request as handlers see it.
 pub struct Request {

@@ -4,7 +4,7 @@
 use super::{errors, Request, Response};
 use crate::groups::{self, CommitArgs};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };

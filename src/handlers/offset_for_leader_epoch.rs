@@ -1,10 +1,10 @@
 //! OffsetForLeaderEpoch (KIP-101): where a leader epoch ended in the leader's log, so a
 //! returning replica cuts what the leader never had before it fetches again.
 
-use super::routing::on_partition;
 use super::{errors, Request, Response};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::routing::on_partition;
+use crate::shard::Shard;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };

@@ -10,11 +10,11 @@
 //! (`Log::admit`).
 
 use super::produce_checks::{self, Refusal};
-use super::routing::on_partition;
 use super::{errors, Request, Response};
-use crate::metrics::Conversion;
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::counters::Conversion;
+use crate::shard::routing::on_partition;
+use crate::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::batch::legacy::{self, up::up_convert};
 use ferrite_shards::batch::record_checks::RecordError;

@@ -4,7 +4,7 @@
 use super::{errors, Request, Response};
 use crate::groups::{self, SyncArgs, SyncReply};
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 

@@ -2,8 +2,8 @@
 //! fsync latencies, and a set of series per partition it holds. Runs on the shard itself.
 
 use super::exposition::Exposition;
-use super::{api_name, ShardMetrics};
-use crate::server::shard::Shard;
+use crate::shard::counters::{api_name, ShardMetrics};
+use crate::shard::Shard;
 use ferrite_shards::stats::with_shard_io;
 use std::collections::BTreeMap;
 
@@ -252,7 +252,7 @@ fn partitions(e: &mut Exposition, shard: &Shard, id: &str) {
 
 fn groups(e: &mut Exposition, shard: &Shard, id: &str) {
     let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for (_, _, state) in shard.groups.list() {
+    for (_, _, state) in shard.service::<crate::groups::Coordinator>().list() {
         *by_state.entry(state).or_default() += 1;
     }
     for state in [

@@ -6,7 +6,7 @@
 
 use super::collect;
 use super::exposition::Exposition;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use std::rc::Rc;

@@ -12,7 +12,7 @@ mod fetcher;
 mod peer;
 
 use crate::cluster::Request;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use fetcher::Fetcher;
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -8,9 +8,9 @@
 
 use super::frame::{FrameError, FrameReader};
 use super::send::{ConnectionWriter, OutChunk};
-use super::shard::Shard;
 use crate::config::ShardSettings;
 use crate::handlers::{self, Response};
+use crate::shard::Shard;
 use ferrite_shards::sync::FifoGate;
 use ferrite_shards::uring::socket::SocketFd;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};

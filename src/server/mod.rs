@@ -7,22 +7,20 @@
 //! shards stop accepting, let connections finish what they have in flight, flush and close
 //! their logs, and the process exits 0.
 
-mod cleaner;
 pub mod connection;
 pub mod frame;
 pub mod send;
-pub mod shard;
 
 use crate::cluster;
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
+use crate::groups::Coordinator;
 use crate::metadata::{store, BrokerInfo, ClusterMetadata};
+use crate::shard::Shard;
 use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::{self, Endpoints};
-use ferrite_shards::types::now_ms;
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
-use shard::Shard;
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -33,8 +31,6 @@ use std::time::{Duration, Instant};
 const START_BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a stopping shard waits for its connections to finish in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often a shard runs flush checks; retention runs every `log.retention.check.interval.ms`.
-const MAINTENANCE_TICK: Duration = Duration::from_millis(200);
 /// How long start-up may take before the broker gives up (opening many partitions).
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -177,14 +173,8 @@ async fn run_shard(
     } = start;
     let id = endpoints.shard();
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
-    let controller = (id == ShardId(0)).then(|| Controller::new(producer_ids_reserved_below));
-    let shard = Rc::new(Shard::new(
-        id,
-        config.clone(),
-        metadata,
-        controller,
-        cluster.zk,
-    ));
+    let shard = Rc::new(Shard::new(id, config.clone(), metadata, cluster.zk));
+    install_services(&shard, producer_ids_reserved_below);
     let router = endpoints.connect(shard.clone()).await;
     shard.set_router(router);
     if let Err(e) = shard.reconcile().await {
@@ -228,13 +218,12 @@ async fn run_shard(
         }
     };
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
-    glommio::spawn_local(maintenance_loop(shard.clone())).detach();
-    cleaner::start(&shard);
+    crate::shard::maintenance::start(&shard);
     crate::replication::start(&shard);
     if let Some(views) = cluster.views {
         glommio::spawn_local(install_views(shard.clone(), views)).detach();
     }
-    shard.groups.start(&shard);
+    shard.service::<Coordinator>().start(&shard);
     let _ = ready.send(Ok(()));
     let _ = stop.await;
     shard.begin_shutdown();
@@ -278,6 +267,19 @@ impl StopBarrier {
         while step.load(Ordering::Acquire) < self.shards && Instant::now() < deadline {
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
+    }
+}
+
+/// The services each shard carries: a group coordinator everywhere (told of the shard's
+/// `__consumer_offsets` partitions as they open), the controller on shard 0.
+fn install_services(shard: &Rc<Shard>, producer_ids_reserved_below: i64) {
+    let groups = Rc::new(Coordinator::new(crate::groups::config_of(&shard.config)));
+    shard.services.observe(groups.clone());
+    shard.services.insert(groups);
+    if shard.id == ShardId(0) {
+        shard
+            .services
+            .insert(Rc::new(Controller::new(producer_ids_reserved_below)));
     }
 }
 
@@ -344,35 +346,6 @@ async fn install_views(
         }
         if let Err(e) = crate::controller::publish(&shard, view).await {
             tracing::error!(error = %e.message(), "installing the cluster view failed");
-        }
-    }
-}
-
-async fn maintenance_loop(shard: Rc<Shard>) {
-    let broker = &shard.config.broker;
-    let mut last_retention = now_ms();
-    while !shard.is_shutting_down() {
-        glommio::timer::sleep(MAINTENANCE_TICK).await;
-        for p in shard.partitions() {
-            if let Err(e) = p.maintain(broker.recovery_checkpoint_interval_ms).await {
-                tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "flush failed");
-            }
-        }
-        let now = now_ms();
-        if now - last_retention >= broker.retention_check_interval_ms {
-            last_retention = now;
-            for p in shard.partitions() {
-                match p.log().apply_retention(now).await {
-                    Ok(o) if o.deleted_segments > 0 => {
-                        tracing::info!(topic = %p.topic(), partition = p.index(),
-                        segments = o.deleted_segments, bytes = o.deleted_bytes, log_start = o.log_start_offset, "retention")
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "retention failed")
-                    }
-                }
-            }
         }
     }
 }

@@ -5,7 +5,7 @@
 //! key map bounded by `log.cleaner.dedupe.buffer.size`. After a round with nothing due it
 //! sleeps `log.cleaner.backoff.ms`.
 
-use super::shard::Shard;
+use super::Shard;
 use ferrite_shards::log::{CleanerBudget, IoThrottle};
 use ferrite_shards::types::now_ms;
 use glommio::{Latency, Shares};

@@ -1,7 +1,7 @@
 //! Reaching a partition: find its owner shard in the metadata, run the work there.
 
 use crate::protocol::errors::ErrorCode;
-use crate::server::shard::Shard;
+use crate::shard::Shard;
 use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
 use std::rc::Rc;

@@ -1,0 +1,165 @@
+//! One shard: a pinned executor's state — its partitions, its copy of the metadata, its router,
+//! and the services it carries (`services.rs`).
+//!
+//! Lives on: exactly one shard thread; other shards reach it through the router. The metadata
+//! snapshot is shared (`Arc`) and replaced whole when the controller publishes a new one; the
+//! shard then opens the partitions placed on it that it does not have and closes those that
+//! are gone (`reconcile.rs`). Routing calls to a partition's owner is `routing.rs`; the
+//! periodic duties (flush, retention, compaction) are `maintenance.rs` and `cleaner.rs`.
+//!
+//! Layering: the shard uses `metadata`, `config`, `protocol`, `cluster` (its handle to the
+//! control thread) and `ferrite_shards`; the services, handlers and server use it.
+
+mod cleaner;
+pub mod counters;
+pub mod maintenance;
+mod reconcile;
+pub mod routing;
+pub mod services;
+
+use crate::cluster::ZkHandle;
+use crate::config::BrokerConfig;
+use crate::metadata::{ClusterMetadata, PartitionInfo};
+use counters::{ShardMetrics, ShardStats};
+use ferrite_shards::log::BatchCache;
+use ferrite_shards::partition::Partition;
+use ferrite_shards::placement::ShardId;
+use ferrite_shards::router::Router;
+use ferrite_shards::sync::{FifoGate, Notify};
+use ferrite_shards::IoMode;
+use services::Services;
+use std::any::Any;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+pub struct Shard {
+    pub id: ShardId,
+    pub config: Arc<BrokerConfig>,
+    router: OnceCell<Router<Shard>>,
+    metadata: RefCell<Arc<ClusterMetadata>>,
+    partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
+    cache: Option<Rc<BatchCache>>,
+    /// Request bytes read and not yet answered on this shard.
+    pub request_budget: Rc<FifoGate>,
+    /// The services above the shard, by type (the group coordinator; the controller on
+    /// shard 0).
+    pub services: Services,
+    /// The control thread, in ZooKeeper mode.
+    pub cluster: Option<ZkHandle>,
+    reconcile_lock: glommio::sync::Semaphore,
+    pub stats: ShardStats,
+    /// Requests by API, errors, latencies: what the metrics endpoint reports.
+    pub metrics: ShardMetrics,
+    shutting_down: Cell<bool>,
+    pub shutdown_started: Notify,
+}
+
+impl Shard {
+    pub fn new(
+        id: ShardId,
+        config: Arc<BrokerConfig>,
+        metadata: Arc<ClusterMetadata>,
+        cluster: Option<ZkHandle>,
+    ) -> Shard {
+        let settings = config.shard(id.0).clone();
+        Shard {
+            id,
+            router: OnceCell::new(),
+            metadata: RefCell::new(metadata),
+            partitions: RefCell::new(HashMap::new()),
+            cache: (settings.io_mode == IoMode::Direct)
+                .then(|| BatchCache::new(settings.cache_bytes)),
+            request_budget: Rc::new(FifoGate::new(settings.request_bytes_max as u64)),
+            services: Services::default(),
+            cluster,
+            reconcile_lock: glommio::sync::Semaphore::new(1),
+            stats: ShardStats::default(),
+            metrics: ShardMetrics::default(),
+            shutting_down: Cell::new(false),
+            shutdown_started: Notify::new(),
+            config,
+        }
+    }
+
+    pub fn set_router(&self, router: Router<Shard>) {
+        if self.router.set(router).is_err() {
+            panic!("the router is set once, at start-up");
+        }
+    }
+
+    pub fn router(&self) -> &Router<Shard> {
+        self.router.get().expect("router connected before serving")
+    }
+
+    /// The service of type `T`; services are installed before the shard serves, so a missing
+    /// one is a start-up bug.
+    pub fn service<T: Any>(&self) -> Rc<T> {
+        self.services.get::<T>().unwrap_or_else(|| {
+            panic!(
+                "shard {}: no {} service installed",
+                self.id,
+                std::any::type_name::<T>()
+            )
+        })
+    }
+
+    /// The cache of recent batches (direct I/O only).
+    pub fn batch_cache(&self) -> Option<&BatchCache> {
+        self.cache.as_deref()
+    }
+
+    pub fn metadata(&self) -> Arc<ClusterMetadata> {
+        self.metadata.borrow().clone()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+        self.shutdown_started.notify_all();
+    }
+
+    /// The partition if this shard owns it.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(topic)?.get(&index).cloned()
+    }
+
+    pub fn partitions(&self) -> Vec<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    /// Whether this shard keeps a replica of the partition: it is placed here and this broker
+    /// is one of its replicas.
+    pub(super) fn hosts(&self, p: &PartitionInfo) -> bool {
+        p.shard == self.id && p.replicas.contains(&self.config.node_id)
+    }
+
+    /// Whether this broker leads the partition now (it answers produce and fetch for it).
+    pub fn leads(&self, p: &PartitionInfo) -> bool {
+        p.leader == self.config.node_id
+    }
+
+    pub fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.config.data_dir.join(format!("{topic}-{index}"))
+    }
+
+    /// Flushes and closes every partition (graceful shutdown).
+    pub async fn close_partitions(&self) {
+        let all: Vec<Rc<Partition>> = self.partitions();
+        for p in all {
+            if let Err(e) = p.close().await {
+                tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "closing partition failed");
+            }
+        }
+        self.partitions.borrow_mut().clear();
+    }
+}
