@@ -11,9 +11,8 @@
 //! until it has registered again with a new session. While ZooKeeper is only unreachable, the
 //! last view stays: leaders keep serving and nothing changes.
 
-pub mod admin;
 mod duties;
-mod requests;
+pub mod requests;
 mod session;
 mod view;
 mod zk;

@@ -1,10 +1,10 @@
-//! Topic administration in ZooKeeper mode, on the shard side: validate and place as the
-//! single-broker controller does, then let the control thread write ZooKeeper and wait until
-//! the shards' view shows the result.
+//! The ZooKeeper authority: validate and place as the single-broker controller does, then let
+//! the control thread write ZooKeeper and wait until this shard's view shows the result (the
+//! elected controller's duties, leaders and ISR, run on the control thread: `cluster/duties.rs`).
 
-use super::requests::{CreateOutcome, PlannedTopic, Request};
-use super::ZkHandle;
-use crate::controller::{check_new_topic, NewTopic, TopicError};
+use super::{check_new_topic, Controller, NewTopic, TopicError};
+use crate::cluster::requests::{CreateOutcome, PlannedTopic, Request};
+use crate::cluster::{assign_replicas, ZkHandle};
 use crate::metadata::{cluster_id_string, random_id, PartitionInfo, TopicInfo};
 use crate::shard::Shard;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ fn unavailable() -> TopicError {
     TopicError::Storage("the ZooKeeper control thread has stopped".into())
 }
 
-pub async fn create_topics(
+pub(super) async fn create_topics(
     shard: &Shard,
     zk: &ZkHandle,
     topics: Vec<NewTopic>,
@@ -33,7 +33,7 @@ pub async fn create_topics(
             Err(e) => results.push((t.name, Err(e))),
             Ok(t) => {
                 let start = random_id()[0] as usize;
-                let replicas = super::assign_replicas(
+                let replicas = assign_replicas(
                     &live,
                     t.partitions as usize,
                     t.replication_factor as usize,
@@ -108,7 +108,7 @@ fn preview(plan: &PlannedTopic) -> TopicInfo {
     }
 }
 
-pub async fn delete_topics(
+pub(super) async fn delete_topics(
     shard: &Shard,
     zk: &ZkHandle,
     names: Vec<String>,
@@ -140,7 +140,7 @@ pub async fn delete_topics(
 }
 
 /// Grows a topic to `count` partitions; the new ones get the replication factor of the first.
-pub async fn create_partitions(
+pub(super) async fn create_partitions(
     shard: &Shard,
     zk: &ZkHandle,
     name: &str,
@@ -162,7 +162,7 @@ pub async fn create_partitions(
         )));
     }
     // Continue the rotation of the existing partitions so leaders stay spread.
-    let replicas = super::assign_replicas(&live, count as usize - existing, rf, existing);
+    let replicas = assign_replicas(&live, count as usize - existing, rf, existing);
     let topic_name = name.to_string();
     let r = zk
         .call(|reply| Request::AddPartitions {
@@ -186,11 +186,23 @@ pub async fn create_partitions(
     })
 }
 
-/// A block `[start, end]` of producer ids for this broker alone.
-pub async fn producer_id_block(zk: &ZkHandle) -> Result<(i64, i64), String> {
-    zk.call(|reply| Request::ProducerIds { reply })
-        .await
-        .unwrap_or_else(|| Err("the ZooKeeper control thread has stopped".into()))
+/// A producer id from this broker's block, taking a new block `[start, end]` for this broker
+/// alone from ZooKeeper when it runs out. The caller holds the controller's lock.
+pub(super) async fn allocate_producer_id(
+    zk: &ZkHandle,
+    controller: &Controller,
+) -> Result<i64, String> {
+    let mut id = controller.next_producer_id.get();
+    if id >= controller.producer_ids_reserved_below.get() {
+        let (start, end) = zk
+            .call(|reply| Request::ProducerIds { reply })
+            .await
+            .unwrap_or_else(|| Err("the ZooKeeper control thread has stopped".into()))?;
+        id = start;
+        controller.producer_ids_reserved_below.set(end + 1);
+    }
+    controller.next_producer_id.set(id + 1);
+    Ok(id)
 }
 
 /// Polls this shard's view until `f` finds what it looks for (bounded by `VIEW_TIMEOUT`).

@@ -6,13 +6,13 @@
 //! Producer ids for idempotent producers are handed out here too, reserved in blocks on disk so
 //! an id is never given twice across restarts.
 
-use crate::metadata::{
-    collides, random_id, store, topic_config, validate_topic_name, ClusterMetadata, PartitionInfo,
-    TopicInfo,
-};
+mod single_node;
+mod zookeeper;
+
+use crate::cluster::ZkHandle;
+use crate::metadata::{collides, topic_config, validate_topic_name, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
-use ferrite_shards::placement::assign_balanced;
 use glommio::sync::Semaphore;
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -161,76 +161,34 @@ pub async fn publish(
     Ok(())
 }
 
+/// Who decides changes to the metadata: this broker alone, keeping it in `meta/`, or ZooKeeper
+/// through the control thread. Each duty below is the same question asked of either.
+enum Authority<'a> {
+    SingleNode,
+    ZooKeeper(&'a ZkHandle),
+}
+
+impl Authority<'_> {
+    fn of(shard: &Shard) -> Authority<'_> {
+        match &shard.cluster {
+            None => Authority::SingleNode,
+            Some(zk) => Authority::ZooKeeper(zk),
+        }
+    }
+}
+
 /// Creates topics (CreateTopics, auto-creation). With `validate_only` nothing changes.
 pub async fn create_topics(
     shard: &Shard,
     topics: Vec<NewTopic>,
     validate_only: bool,
 ) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
-    if let Some(zk) = &shard.cluster {
-        return crate::cluster::admin::create_topics(shard, zk, topics, validate_only).await;
-    }
-    let controller = the_controller(shard);
-    let _lock = controller.lock.acquire_permit(1).await;
-    let current = shard.metadata();
-    let mut next = (*current).clone();
-    let mut counts = current.partitions_per_shard(shard.router().shard_count());
-    let node = current.controller_id;
-    let mut results = Vec::with_capacity(topics.len());
-    for t in topics {
-        let checked = check_new_topic(shard, &next, &t);
-        let result = match checked {
-            Err(e) => Err(e),
-            Ok(t) => {
-                let shards = assign_balanced(&mut counts, t.partitions as usize);
-                let info = Arc::new(TopicInfo {
-                    name: t.name.clone(),
-                    id: random_id(),
-                    partitions: shards
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, s)| PartitionInfo {
-                            index: i as i32,
-                            shard: s,
-                            leader: node,
-                            leader_epoch: 0,
-                            replicas: vec![node],
-                            isr: vec![node],
-                        })
-                        .collect(),
-                    configs: t.configs,
-                });
-                if validate_only {
-                    Ok(info)
-                } else {
-                    match store::save_topic(&shard.config.data_dir, &info).await {
-                        Ok(()) => {
-                            next.topics.insert(info.name.clone(), info.clone());
-                            Ok(info)
-                        }
-                        Err(e) => Err(TopicError::Storage(e.to_string())),
-                    }
-                }
-            }
-        };
-        results.push((t.name, result));
-    }
-    if !validate_only && results.iter().any(|(_, r)| r.is_ok()) {
-        if let Err(e) = publish(shard, next).await {
-            for (_, r) in results.iter_mut() {
-                if r.is_ok() {
-                    *r = Err(e.clone());
-                }
-            }
-        } else {
-            for (name, r) in &results {
-                if let Ok(t) = r {
-                    tracing::info!(topic = %name, partitions = t.partitions.len(), "topic created");
-                }
-            }
+    match Authority::of(shard) {
+        Authority::SingleNode => single_node::create_topics(shard, topics, validate_only).await,
+        Authority::ZooKeeper(zk) => {
+            zookeeper::create_topics(shard, zk, topics, validate_only).await
         }
     }
-    results
 }
 
 /// Deletes topics and their data.
@@ -238,35 +196,10 @@ pub async fn delete_topics(
     shard: &Shard,
     names: Vec<String>,
 ) -> Vec<(String, Result<(), TopicError>)> {
-    if let Some(zk) = &shard.cluster {
-        return crate::cluster::admin::delete_topics(shard, zk, names).await;
+    match Authority::of(shard) {
+        Authority::SingleNode => single_node::delete_topics(shard, names).await,
+        Authority::ZooKeeper(zk) => zookeeper::delete_topics(shard, zk, names).await,
     }
-    let controller = the_controller(shard);
-    let _lock = controller.lock.acquire_permit(1).await;
-    let mut next = (*shard.metadata()).clone();
-    let mut results = Vec::with_capacity(names.len());
-    for name in names {
-        let result = if next.topics.remove(&name).is_none() {
-            Err(TopicError::UnknownTopic)
-        } else {
-            store::remove_topic(&shard.config.data_dir, &name)
-                .await
-                .map_err(|e| TopicError::Storage(e.to_string()))
-        };
-        results.push((name, result));
-    }
-    if results.iter().any(|(_, r)| r.is_ok()) {
-        let published = publish(shard, next).await;
-        for (name, r) in results.iter_mut() {
-            if r.is_ok() {
-                match &published {
-                    Ok(()) => tracing::info!(topic = %name, "topic deleted"),
-                    Err(e) => *r = Err(e.clone()),
-                }
-            }
-        }
-    }
-    results
 }
 
 /// Grows a topic to `count` partitions (CreatePartitions).
@@ -294,58 +227,18 @@ pub async fn create_partitions(
     if validate_only {
         return Ok(());
     }
-    if let Some(zk) = &shard.cluster {
-        return crate::cluster::admin::create_partitions(shard, zk, name, count).await;
+    match Authority::of(shard) {
+        Authority::SingleNode => single_node::create_partitions(shard, &current, name, count).await,
+        Authority::ZooKeeper(zk) => zookeeper::create_partitions(shard, zk, name, count).await,
     }
-    let mut counts = current.partitions_per_shard(shard.router().shard_count());
-    let node = current.controller_id;
-    let mut grown = (**topic).clone();
-    for s in assign_balanced(&mut counts, (count - have) as usize) {
-        let index = grown.partitions.len() as i32;
-        grown.partitions.push(PartitionInfo {
-            index,
-            shard: s,
-            leader: node,
-            leader_epoch: 0,
-            replicas: vec![node],
-            isr: vec![node],
-        });
-    }
-    store::save_topic(&shard.config.data_dir, &grown)
-        .await
-        .map_err(|e| TopicError::Storage(e.to_string()))?;
-    let mut next = (*current).clone();
-    next.topics.insert(name.to_string(), Arc::new(grown));
-    publish(shard, next).await?;
-    tracing::info!(topic = %name, partitions = count, "partitions added");
-    Ok(())
 }
 
 /// A producer id never handed out before, even across restarts.
 pub async fn allocate_producer_id(shard: &Shard) -> Result<i64, String> {
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
-    let mut id = controller.next_producer_id.get();
-    if let Some(zk) = &shard.cluster {
-        if id >= controller.producer_ids_reserved_below.get() {
-            let (start, end) = crate::cluster::admin::producer_id_block(zk).await?;
-            id = start;
-            controller.producer_ids_reserved_below.set(end + 1);
-        }
-        controller.next_producer_id.set(id + 1);
-        return Ok(id);
+    match Authority::of(shard) {
+        Authority::SingleNode => single_node::allocate_producer_id(shard, &controller).await,
+        Authority::ZooKeeper(zk) => zookeeper::allocate_producer_id(zk, &controller).await,
     }
-    if id >= controller.producer_ids_reserved_below.get() {
-        let reserve = id + store::PRODUCER_ID_BLOCK;
-        store::save_producer_reservation(
-            &shard.config.data_dir,
-            &shard.metadata().cluster_id,
-            reserve,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        controller.producer_ids_reserved_below.set(reserve);
-    }
-    controller.next_producer_id.set(id + 1);
-    Ok(id)
 }

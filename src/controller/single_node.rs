@@ -1,0 +1,166 @@
+//! The single-broker authority: changes are validated against the current snapshot, written
+//! to `meta/` (durably), then published to every shard before they are acknowledged.
+
+use super::{check_new_topic, publish, the_controller, Controller, NewTopic, TopicError};
+use crate::metadata::{random_id, store, ClusterMetadata, PartitionInfo, TopicInfo};
+use crate::shard::Shard;
+use ferrite_shards::placement::assign_balanced;
+use std::sync::Arc;
+
+/// Creates topics in `meta/` and on every shard.
+pub(super) async fn create_topics(
+    shard: &Shard,
+    topics: Vec<NewTopic>,
+    validate_only: bool,
+) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let current = shard.metadata();
+    let mut next = (*current).clone();
+    let mut counts = current.partitions_per_shard(shard.router().shard_count());
+    let node = current.controller_id;
+    let mut results = Vec::with_capacity(topics.len());
+    for t in topics {
+        let checked = check_new_topic(shard, &next, &t);
+        let result = match checked {
+            Err(e) => Err(e),
+            Ok(t) => {
+                let shards = assign_balanced(&mut counts, t.partitions as usize);
+                let info = Arc::new(TopicInfo {
+                    name: t.name.clone(),
+                    id: random_id(),
+                    partitions: shards
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, s)| PartitionInfo {
+                            index: i as i32,
+                            shard: s,
+                            leader: node,
+                            leader_epoch: 0,
+                            replicas: vec![node],
+                            isr: vec![node],
+                        })
+                        .collect(),
+                    configs: t.configs,
+                });
+                if validate_only {
+                    Ok(info)
+                } else {
+                    match store::save_topic(&shard.config.data_dir, &info).await {
+                        Ok(()) => {
+                            next.topics.insert(info.name.clone(), info.clone());
+                            Ok(info)
+                        }
+                        Err(e) => Err(TopicError::Storage(e.to_string())),
+                    }
+                }
+            }
+        };
+        results.push((t.name, result));
+    }
+    if !validate_only && results.iter().any(|(_, r)| r.is_ok()) {
+        if let Err(e) = publish(shard, next).await {
+            for (_, r) in results.iter_mut() {
+                if r.is_ok() {
+                    *r = Err(e.clone());
+                }
+            }
+        } else {
+            for (name, r) in &results {
+                if let Ok(t) = r {
+                    tracing::info!(topic = %name, partitions = t.partitions.len(), "topic created");
+                }
+            }
+        }
+    }
+    results
+}
+
+/// Deletes topics from `meta/` and every shard, with their data.
+pub(super) async fn delete_topics(
+    shard: &Shard,
+    names: Vec<String>,
+) -> Vec<(String, Result<(), TopicError>)> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let mut next = (*shard.metadata()).clone();
+    let mut results = Vec::with_capacity(names.len());
+    for name in names {
+        let result = if next.topics.remove(&name).is_none() {
+            Err(TopicError::UnknownTopic)
+        } else {
+            store::remove_topic(&shard.config.data_dir, &name)
+                .await
+                .map_err(|e| TopicError::Storage(e.to_string()))
+        };
+        results.push((name, result));
+    }
+    if results.iter().any(|(_, r)| r.is_ok()) {
+        let published = publish(shard, next).await;
+        for (name, r) in results.iter_mut() {
+            if r.is_ok() {
+                match &published {
+                    Ok(()) => tracing::info!(topic = %name, "topic deleted"),
+                    Err(e) => *r = Err(e.clone()),
+                }
+            }
+        }
+    }
+    results
+}
+
+/// Adds partitions up to `count` to the topic in `meta/` and on every shard, placed on the
+/// least loaded shards. The caller holds the controller's lock and checked `count`.
+pub(super) async fn create_partitions(
+    shard: &Shard,
+    current: &ClusterMetadata,
+    name: &str,
+    count: i32,
+) -> Result<(), TopicError> {
+    let topic = current.topic(name).ok_or(TopicError::UnknownTopic)?;
+    let have = topic.partitions.len() as i32;
+    let mut counts = current.partitions_per_shard(shard.router().shard_count());
+    let node = current.controller_id;
+    let mut grown = (**topic).clone();
+    for s in assign_balanced(&mut counts, (count - have) as usize) {
+        let index = grown.partitions.len() as i32;
+        grown.partitions.push(PartitionInfo {
+            index,
+            shard: s,
+            leader: node,
+            leader_epoch: 0,
+            replicas: vec![node],
+            isr: vec![node],
+        });
+    }
+    store::save_topic(&shard.config.data_dir, &grown)
+        .await
+        .map_err(|e| TopicError::Storage(e.to_string()))?;
+    let mut next = (*current).clone();
+    next.topics.insert(name.to_string(), Arc::new(grown));
+    publish(shard, next).await?;
+    tracing::info!(topic = %name, partitions = count, "partitions added");
+    Ok(())
+}
+
+/// A producer id from this broker's reservation in `meta/`, reserving a new block when it
+/// runs out. The caller holds the controller's lock.
+pub(super) async fn allocate_producer_id(
+    shard: &Shard,
+    controller: &Controller,
+) -> Result<i64, String> {
+    let id = controller.next_producer_id.get();
+    if id >= controller.producer_ids_reserved_below.get() {
+        let reserve = id + store::PRODUCER_ID_BLOCK;
+        store::save_producer_reservation(
+            &shard.config.data_dir,
+            &shard.metadata().cluster_id,
+            reserve,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        controller.producer_ids_reserved_below.set(reserve);
+    }
+    controller.next_producer_id.set(id + 1);
+    Ok(id)
+}
