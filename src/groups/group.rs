@@ -35,6 +35,15 @@ impl State {
     }
 }
 
+/// A member as the leader's JoinGroup answer lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    /// Its subscription in the chosen protocol.
+    pub metadata: Bytes,
+}
+
 /// What a JoinGroup gets back.
 #[derive(Clone, Debug, Default)]
 pub struct JoinReply {
@@ -44,8 +53,8 @@ pub struct JoinReply {
     pub protocol: Option<String>,
     pub leader: String,
     pub member_id: String,
-    /// For the leader only: every member's id, instance id and metadata.
-    pub members: Vec<(String, Option<String>, Bytes)>,
+    /// For the leader only: every member, in join order.
+    pub members: Vec<JoinedMember>,
     /// A static leader rejoining a stable group: the assignment stands, do not compute one
     /// (JoinGroup v9's skipAssignment; older clients get the members and their SyncGroup
     /// receives the stored assignment).
@@ -137,6 +146,20 @@ pub struct Group {
 }
 
 impl Group {
+    /// Every member with its metadata for `protocol`, in the order they joined: what the
+    /// leader's JoinGroup answer lists.
+    pub fn members_in_join_order(&self, protocol: &str) -> Vec<JoinedMember> {
+        let mut all: Vec<&Member> = self.members.values().collect();
+        all.sort_by_key(|m| m.joined_at);
+        all.into_iter()
+            .map(|m| JoinedMember {
+                member_id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                metadata: m.metadata_for(protocol),
+            })
+            .collect()
+    }
+
     pub fn new(id: &str) -> Group {
         Group {
             id: id.to_string(),

@@ -7,9 +7,12 @@
 
 pub mod coordinator;
 mod group;
+pub mod host;
 pub mod records;
 
-pub use coordinator::{CommitArgs, Coordinator, GroupConfig, JoinArgs, SyncArgs};
+pub use coordinator::{
+    CommitArgs, CommitOffset, Coordinator, GroupConfig, JoinArgs, ListedGroup, SyncArgs,
+};
 pub use group::{JoinReply, SyncReply};
 
 use crate::controller::{self, NewTopic, TopicError};
@@ -19,6 +22,7 @@ use crate::shard::services::PartitionObserver;
 use crate::shard::Shard;
 use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
+use host::GroupHost;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -112,7 +116,7 @@ pub async fn coordinator_ready(shard: &Shard, group_id: &str) -> bool {
 pub async fn on_coordinator<R, F>(shard: &Shard, group_id: &str, f: F) -> Result<R, ErrorCode>
 where
     R: Send + 'static,
-    F: FnOnce(Rc<Shard>, Rc<Coordinator>, i32) -> LocalBoxFuture<'static, R> + Send + 'static,
+    F: FnOnce(Rc<Coordinator>, i32) -> LocalBoxFuture<'static, R> + Send + 'static,
 {
     ensure_offsets_topic(shard).await?;
     let metadata = shard.metadata();
@@ -139,7 +143,7 @@ where
                     {
                         return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
                     }
-                    Ok(f(s, groups, partition).await)
+                    Ok(f(groups, partition).await)
                 })
             },
         )
@@ -198,5 +202,26 @@ impl PartitionObserver for Coordinator {
             );
             Ok(())
         })
+    }
+}
+
+/// The shard, as the coordinator sees it.
+impl GroupHost for Shard {
+    fn offsets_partition(&self, index: i32) -> Option<Rc<Partition>> {
+        self.partition(CONSUMER_OFFSETS_TOPIC, index)
+    }
+
+    fn offsets_partition_count(&self) -> i32 {
+        self.metadata()
+            .topic(CONSUMER_OFFSETS_TOPIC)
+            .map_or(0, |t| t.partitions.len() as i32)
+    }
+
+    fn has_partition(&self, topic: &str, partition: i32) -> bool {
+        self.metadata().partition(topic, partition).is_some()
+    }
+
+    fn is_shutting_down(&self) -> bool {
+        Shard::is_shutting_down(self)
     }
 }

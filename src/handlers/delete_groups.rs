@@ -16,8 +16,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteGroupsRequest) -> 
             ErrorCode::INVALID_GROUP_ID
         } else {
             let asked = id.clone();
-            groups::on_coordinator(shard, &id, move |s, c, partition| {
-                Box::pin(async move { c.delete(&s, partition, &asked).await })
+            groups::on_coordinator(shard, &id, move |c, partition| {
+                Box::pin(async move { c.delete(partition, &asked).await })
             })
             .await
             .unwrap_or_else(|code| code)

@@ -25,7 +25,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
             continue;
         }
         let asked = id.clone();
-        let result = groups::on_coordinator(shard, &id, move |_, c, _| {
+        let result = groups::on_coordinator(shard, &id, move |c, _| {
             Box::pin(async move { c.describe(&asked) })
         })
         .await;
@@ -56,14 +56,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
                 .with_members(
                     d.members
                         .into_iter()
-                        .map(|(id, instance, client, host, metadata, assignment)| {
+                        .map(|m| {
                             DescribedGroupMember::default()
-                                .with_member_id(StrBytes::from_string(id))
-                                .with_group_instance_id(instance.map(StrBytes::from_string))
-                                .with_client_id(StrBytes::from_string(client))
-                                .with_client_host(StrBytes::from_string(host))
-                                .with_member_metadata(metadata)
-                                .with_member_assignment(assignment)
+                                .with_member_id(StrBytes::from_string(m.member_id))
+                                .with_group_instance_id(m.instance_id.map(StrBytes::from_string))
+                                .with_client_id(StrBytes::from_string(m.client_id))
+                                .with_client_host(StrBytes::from_string(m.client_host))
+                                .with_member_metadata(m.metadata)
+                                .with_member_assignment(m.assignment)
                         })
                         .collect(),
                 ),

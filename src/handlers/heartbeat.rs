@@ -15,7 +15,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Res
         let instance_id = body.group_instance_id.map(|i| i.to_string());
         let generation = body.generation_id;
         let group = group_id.clone();
-        groups::on_coordinator(shard, &group_id, move |_, c, _| {
+        groups::on_coordinator(shard, &group_id, move |c, _| {
             Box::pin(async move { c.heartbeat(&group, &member_id, &instance_id, generation) })
         })
         .await

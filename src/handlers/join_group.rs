@@ -38,8 +38,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: JoinGroupRequest) -> Res
             client_host: req.client_host.to_string(),
             version: req.version,
         };
-        groups::on_coordinator(shard, &group_id, move |s, c, partition| {
-            Box::pin(async move { c.join(&s, partition, args).await })
+        groups::on_coordinator(shard, &group_id, move |c, partition| {
+            Box::pin(async move { c.join(partition, args).await })
         })
         .await
         .unwrap_or_else(|code| JoinReply::error(code, &member_id))
@@ -71,11 +71,11 @@ fn response(version: i16, r: JoinReply) -> JoinGroupResponse {
         .with_members(
             r.members
                 .into_iter()
-                .map(|(id, instance, metadata)| {
+                .map(|m| {
                     JoinGroupResponseMember::default()
-                        .with_member_id(StrBytes::from_string(id))
-                        .with_group_instance_id(instance.map(StrBytes::from_string))
-                        .with_metadata(metadata)
+                        .with_member_id(StrBytes::from_string(m.member_id))
+                        .with_group_instance_id(m.instance_id.map(StrBytes::from_string))
+                        .with_metadata(m.metadata)
                 })
                 .collect(),
         )

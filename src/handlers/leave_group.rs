@@ -28,8 +28,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
         Err(ErrorCode::INVALID_GROUP_ID)
     } else {
         let (group, asked) = (group_id.clone(), members.clone());
-        groups::on_coordinator(shard, &group_id, move |s, c, partition| {
-            Box::pin(async move { c.leave(&s, partition, &group, asked) })
+        groups::on_coordinator(shard, &group_id, move |c, partition| {
+            Box::pin(async move { c.leave(partition, &group, asked) })
         })
         .await
     };

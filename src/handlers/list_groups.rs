@@ -20,20 +20,20 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListGroupsRequest) -> Re
             Box::pin(async move { s.service::<crate::groups::Coordinator>().list() })
         })
         .await;
-    let mut groups: Vec<(String, String, &'static str)> = per_shard
+    let mut groups: Vec<crate::groups::ListedGroup> = per_shard
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_ascii_lowercase()))
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
         .collect();
     groups.sort();
     let listed = groups
         .into_iter()
-        .map(|(id, protocol_type, state)| {
+        .map(|g| {
             ListedGroup::default()
-                .with_group_id(GroupId(StrBytes::from_string(id)))
-                .with_protocol_type(StrBytes::from_string(protocol_type))
-                .with_group_state(StrBytes::from_static_str(state))
+                .with_group_id(GroupId(StrBytes::from_string(g.group_id)))
+                .with_protocol_type(StrBytes::from_string(g.protocol_type))
+                .with_group_state(StrBytes::from_static_str(g.state))
                 .with_group_type(StrBytes::from_static_str("classic"))
         })
         .collect();

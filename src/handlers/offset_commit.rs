@@ -2,7 +2,7 @@
 //! `__consumer_offsets`; one error code per partition.
 
 use super::{errors, Request, Response};
-use crate::groups::{self, CommitArgs};
+use crate::groups::{self, CommitArgs, CommitOffset};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
 use kafka_protocol::messages::offset_commit_response::{
@@ -12,18 +12,16 @@ use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse
 
 pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> Response {
     let group_id = body.group_id.to_string();
-    let offsets: Vec<(String, i32, i64, i32, Option<String>)> = body
+    let offsets: Vec<CommitOffset> = body
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_ref().map(|m| m.to_string()),
-                )
+            t.partitions.iter().map(|p| CommitOffset {
+                topic: t.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
             })
         })
         .collect();
@@ -38,8 +36,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
             instance_id: body.group_instance_id.map(|i| i.to_string()),
             offsets,
         };
-        groups::on_coordinator(shard, &group_id, move |s, c, partition| {
-            Box::pin(async move { c.commit(&s, partition, args).await })
+        groups::on_coordinator(shard, &group_id, move |c, partition| {
+            Box::pin(async move { c.commit(partition, args).await })
         })
         .await
         .unwrap_or_else(|code| vec![code; count])

@@ -115,7 +115,7 @@ async fn fetch(
     }
     let asked = topics.clone();
     let group = group_id.clone();
-    match groups::on_coordinator(shard, &group_id, move |_, c, _| {
+    match groups::on_coordinator(shard, &group_id, move |c, _| {
         Box::pin(async move { c.fetch(&group, asked) })
     })
     .await

@@ -26,8 +26,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: SyncGroupRequest) -> Res
                 .map(|a| (a.member_id.to_string(), a.assignment))
                 .collect(),
         };
-        groups::on_coordinator(shard, &group_id, move |s, c, partition| {
-            Box::pin(async move { c.sync(&s, partition, args).await })
+        groups::on_coordinator(shard, &group_id, move |c, partition| {
+            Box::pin(async move { c.sync(partition, args).await })
         })
         .await
         .unwrap_or_else(SyncReply::error)

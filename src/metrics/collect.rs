@@ -252,8 +252,8 @@ fn partitions(e: &mut Exposition, shard: &Shard, id: &str) {
 
 fn groups(e: &mut Exposition, shard: &Shard, id: &str) {
     let mut by_state: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for (_, _, state) in shard.service::<crate::groups::Coordinator>().list() {
-        *by_state.entry(state).or_default() += 1;
+    for listed in shard.service::<crate::groups::Coordinator>().list() {
+        *by_state.entry(listed.state).or_default() += 1;
     }
     for state in [
         "Empty",

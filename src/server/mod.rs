@@ -223,7 +223,7 @@ async fn run_shard(
     if let Some(views) = cluster.views {
         glommio::spawn_local(install_views(shard.clone(), views)).detach();
     }
-    shard.service::<Coordinator>().start(&shard);
+    shard.service::<Coordinator>().start();
     let _ = ready.send(Ok(()));
     let _ = stop.await;
     shard.begin_shutdown();
@@ -273,7 +273,11 @@ impl StopBarrier {
 /// The services each shard carries: a group coordinator everywhere (told of the shard's
 /// `__consumer_offsets` partitions as they open), the controller on shard 0.
 fn install_services(shard: &Rc<Shard>, producer_ids_reserved_below: i64) {
-    let groups = Rc::new(Coordinator::new(crate::groups::config_of(&shard.config)));
+    let host: std::rc::Weak<Shard> = Rc::downgrade(shard);
+    let groups = Rc::new(Coordinator::new(
+        crate::groups::config_of(&shard.config),
+        host,
+    ));
     shard.services.observe(groups.clone());
     shard.services.insert(groups);
     if shard.id == ShardId(0) {

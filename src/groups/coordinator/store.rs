@@ -1,0 +1,73 @@
+//! Writing to the group's `__consumer_offsets` partition: every change that must survive a
+//! restart is a record, acknowledged once the in-sync replicas have it.
+
+use super::*;
+
+impl Coordinator {
+    /// Appends records (key, value or tombstone) to this shard's `__consumer_offsets`
+    /// partition `partition`.
+    pub(super) async fn append(
+        &self,
+        partition: i32,
+        records: Vec<(Bytes, Option<Bytes>)>,
+    ) -> Result<(), ErrorCode> {
+        let Some(p) = self.host().and_then(|h| h.offsets_partition(partition)) else {
+            return Err(ErrorCode::NOT_COORDINATOR);
+        };
+        append_to(&p, records).await
+    }
+
+    /// Stores a group's state in the background (a rebalance completed or emptied it: nobody
+    /// waits for the answer); a failure is logged and the next change stores it again.
+    pub(super) fn persist_group(self: &Rc<Self>, partition: i32, id: String, value: GroupValue) {
+        let me = Rc::downgrade(self);
+        glommio::spawn_local(async move {
+            let Some(me) = me.upgrade() else { return };
+            let key = Key::Group { group: id.clone() };
+            let record = vec![(key.encode(), Some(value.encode()))];
+            if let Err(code) = me.append(partition, record).await {
+                tracing::warn!(group = %id, %code, "storing the group failed");
+            }
+        })
+        .detach();
+    }
+}
+
+/// Appends records to `p` and waits for the ISR.
+async fn append_to(
+    p: &Rc<Partition>,
+    records: Vec<(Bytes, Option<Bytes>)>,
+) -> Result<(), ErrorCode> {
+    let now = now_ms();
+    let records: Vec<NewRecord> = records
+        .into_iter()
+        .map(|(key, value)| NewRecord {
+            key: Some(key),
+            value,
+            timestamp_ms: now,
+            headers: Vec::new(),
+        })
+        .collect();
+    let batch = build_batch(&records, ProducerFields::NONE);
+    let epoch = p.leader_epoch();
+    let info = p.produce(&batch).await.map_err(|e| {
+        tracing::error!(error = %e, "writing to __consumer_offsets failed");
+        match e {
+            ferrite_shards::Error::NotLeader(_) => ErrorCode::NOT_COORDINATOR,
+            _ => ErrorCode::COORDINATOR_NOT_AVAILABLE,
+        }
+    })?;
+    // As Kafka: a commit is answered once every in-sync replica has it.
+    match p
+        .wait_committed(info.last_offset, epoch, COMMIT_TIMEOUT)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        Err(_) => return Err(ErrorCode::NOT_COORDINATOR),
+    }
+    Ok(())
+}
+
+/// How long a group write waits for the ISR before the member is told to retry.
+const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
