@@ -32,8 +32,8 @@ mod sync_group;
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::versions::{supported, SUPPORTED};
+use crate::protocol::OutChunk;
 use crate::protocol::{self, legacy, PeekedHeader};
-use crate::server::send::OutChunk;
 use crate::shard::Shard;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};

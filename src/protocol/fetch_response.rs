@@ -16,7 +16,7 @@
 //! v12 is the flexible encoding: compact arrays and strings (length + 1 as unsigned varint).
 //! v13 names topics by id; v14–17 change only requests and tagged fields Ferrite leaves out.
 
-use crate::server::send::OutChunk;
+use crate::protocol::OutChunk;
 use bytes::{BufMut, Bytes, BytesMut};
 use ferrite_shards::log::Chunk;
 

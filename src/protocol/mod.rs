@@ -10,6 +10,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
+/// One piece of a response frame as it goes to the socket: encoded bytes, or record data
+/// from the log (file ranges to splice, cached batches).
+pub enum OutChunk {
+    Bytes(Bytes),
+    Log(ferrite_shards::log::Chunk),
+}
+
 /// Key, version and correlation id sit at fixed offsets in every request header version.
 #[derive(Copy, Clone, Debug)]
 pub struct PeekedHeader {

@@ -7,9 +7,10 @@
 //! in flight (`connection_inflight_max`; beyond it the reader stops reading).
 
 use super::frame::{FrameError, FrameReader};
-use super::send::{ConnectionWriter, OutChunk};
+use super::send::ConnectionWriter;
 use crate::config::ShardSettings;
 use crate::handlers::{self, Response};
+use crate::protocol::OutChunk;
 use crate::shard::Shard;
 use ferrite_shards::sync::FifoGate;
 use ferrite_shards::uring::socket::SocketFd;

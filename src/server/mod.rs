@@ -9,6 +9,7 @@
 
 pub mod connection;
 pub mod frame;
+mod metrics_endpoint;
 pub mod send;
 
 use crate::cluster;
@@ -190,8 +191,7 @@ async fn run_shard(
                 Ok(l) => {
                     let bound = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     tracing::info!(addr = %bound, "metrics endpoint listening");
-                    glommio::spawn_local(crate::metrics::endpoint::serve(shard.clone(), l))
-                        .detach();
+                    glommio::spawn_local(metrics_endpoint::serve(shard.clone(), l)).detach();
                 }
                 Err(e) => {
                     let _ = ready.send(Err(format!("metrics endpoint on {addr}: {e}")));

@@ -4,17 +4,11 @@
 //! the page cache (zero copy) or, with `fetch.zero.copy.enable=false`, is read into memory and
 //! sent — the copying path, kept to measure against.
 
-use bytes::Bytes;
+use crate::protocol::OutChunk;
 use ferrite_shards::log::Chunk;
 use ferrite_shards::uring::socket::{self, Pipe, SocketFd};
 use ferrite_shards::uring::WriteChunk;
 use std::io;
-
-/// One piece of a response frame.
-pub enum OutChunk {
-    Bytes(Bytes),
-    Log(Chunk),
-}
 
 /// Sends for one connection; owns its socket descriptor and splice pipe.
 pub struct ConnectionWriter {

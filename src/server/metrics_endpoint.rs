@@ -4,8 +4,8 @@
 //! 8 KiB or slower than 5 s are dropped. A scrape gathers every shard's series through the
 //! router, so it costs each shard one call, never a lock on its hot path.
 
-use super::collect;
-use super::exposition::Exposition;
+use crate::metrics::collect;
+use crate::metrics::exposition::Exposition;
 use crate::shard::Shard;
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
@@ -18,7 +18,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Serves scrapes until the broker shuts down.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
     while let Some(stream) =
-        crate::server::accept_until_shutdown(&shard, &listener, "metrics endpoint").await
+        super::accept_until_shutdown(&shard, &listener, "metrics endpoint").await
     {
         let shard = shard.clone();
         glommio::spawn_local(async move {
