@@ -1,99 +1,20 @@
 //! ferrite-bench against a real Ferrite broker (the workspace's `ferrite` binary).
 
+// The broker's own test harness: the real binary on a claimed port, stopped on drop.
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::Broker;
 use ferrite_bench::partitioner::partition_for_key;
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The broker binary built beside this test (`target/<profile>/ferrite`).
-fn ferrite_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target directory");
-    let bin = dir.join("ferrite");
-    assert!(
-        bin.exists(),
-        "{} is missing: build the broker (cargo build -p ferrite)",
-        bin.display()
-    );
-    bin
-}
-
-struct Broker {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Broker {
-    fn start(extra: &[&str]) -> Broker {
-        let dir = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(ferrite_binary())
-            .args([
-                "serve",
-                "--listen",
-                &addr,
-                "--cores",
-                "2",
-                "--metrics",
-                "off",
-            ])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start ferrite");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "broker did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Broker {
-            child,
-            addr,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn bench(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite-bench"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ferrite-bench");
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ferrite-bench {args:?} did not finish in {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrite-bench"));
+    cmd.args(args);
+    common::run(cmd, None, TIMEOUT)
 }
 
 fn json(path: &std::path::Path) -> serde_json::Value {

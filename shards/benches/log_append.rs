@@ -178,41 +178,35 @@ fn recovery(root: &Path, inflight: usize) {
     let _ = std::fs::remove_dir_all(&dir);
     let batch = batch_of(256 * 1024);
     let gib = 1u64 << 30;
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .expect("executor")
-        .run({
-            let dir = dir.clone();
-            let batch = batch.clone();
-            async move {
-                let log = Log::open(&dir, options(IoMode::Buffered, WriterTuning::default()))
-                    .await
-                    .expect("open");
-                fill(&log, &batch, gib, inflight).await;
-                // A little more after the recovery point, then abandon the log unclosed.
-                fill_unflushed(&log, &batch, 16 << 20).await;
-                println!("recovery partition_bytes={}", log.size_bytes());
-            }
-        });
+    ferrite_shards::testing::run_local(|| {
+        let dir = dir.clone();
+        let batch = batch.clone();
+        async move {
+            let log = Log::open(&dir, options(IoMode::Buffered, WriterTuning::default()))
+                .await
+                .expect("open");
+            fill(&log, &batch, gib, inflight).await;
+            // A little more after the recovery point, then abandon the log unclosed.
+            fill_unflushed(&log, &batch, 16 << 20).await;
+            println!("recovery partition_bytes={}", log.size_bytes());
+        }
+    });
     let time_open = |label: &str| {
         let dir = dir.clone();
         let label = label.to_string();
-        glommio::LocalExecutorBuilder::default()
-            .make()
-            .expect("executor")
-            .run(async move {
-                let started = Instant::now();
-                let log = Log::open(&dir, options(IoMode::Buffered, WriterTuning::default()))
-                    .await
-                    .expect("open");
-                let took = started.elapsed();
-                println!(
-                    "recovery case={label} log_end={} open_ms={:.1}",
-                    log.log_end_offset(),
-                    took.as_secs_f64() * 1e3
-                );
-                log.close().await.expect("close");
-            });
+        ferrite_shards::testing::run_local(|| async move {
+            let started = Instant::now();
+            let log = Log::open(&dir, options(IoMode::Buffered, WriterTuning::default()))
+                .await
+                .expect("open");
+            let took = started.elapsed();
+            println!(
+                "recovery case={label} log_end={} open_ms={:.1}",
+                log.log_end_offset(),
+                took.as_secs_f64() * 1e3
+            );
+            log.close().await.expect("close");
+        });
     };
     time_open("after_kill");
     time_open("after_clean_close");
@@ -242,10 +236,7 @@ fn main() {
                 inflight: args.inflight,
                 writer: args.writer,
             };
-            glommio::LocalExecutorBuilder::default()
-                .make()
-                .expect("executor")
-                .run(async move { throughput(&root, run).await });
+            ferrite_shards::testing::run_local(|| async move { throughput(&root, run).await });
         }
     }
     if args.recovery {

@@ -123,10 +123,6 @@ impl Latch {
         self.opened.notify_all();
     }
 
-    pub fn is_open(&self) -> bool {
-        self.open.get()
-    }
-
     pub async fn wait(&self) {
         loop {
             let seen = self.opened.generation();

@@ -69,33 +69,30 @@ fn crash_child() {
         .expect("flush policy")
         .parse()
         .expect("number");
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .expect("executor")
-        .run(async move {
-            let log = Log::open(Path::new(&dir), options(mode, flush_messages))
-                .await
-                .expect("recover");
-            println!("open {}", log.log_end_offset());
-            let flusher = log.clone();
-            glommio::spawn_local(async move {
-                loop {
-                    glommio::timer::sleep(Duration::from_millis(40)).await;
-                    let _ = flusher.flush().await;
-                }
-            })
-            .detach();
-            let mut next = log.log_end_offset();
+    ferrite_shards::testing::run_local(|| async move {
+        let log = Log::open(Path::new(&dir), options(mode, flush_messages))
+            .await
+            .expect("recover");
+        println!("open {}", log.log_end_offset());
+        let flusher = log.clone();
+        glommio::spawn_local(async move {
             loop {
-                let bytes = batch_at(next);
-                let valid = log.validate(&bytes, BatchOrigin::Client).expect("valid");
-                let info = log.append(valid, 0).await.expect("append");
-                assert_eq!(info.base_offset, next);
-                let count = info.last_offset - info.base_offset + 1;
-                println!("ack {} {}", info.base_offset, count);
-                next = info.last_offset + 1;
+                glommio::timer::sleep(Duration::from_millis(40)).await;
+                let _ = flusher.flush().await;
             }
-        });
+        })
+        .detach();
+        let mut next = log.log_end_offset();
+        loop {
+            let bytes = batch_at(next);
+            let valid = log.validate(&bytes, BatchOrigin::Client).expect("valid");
+            let info = log.append(valid, 0).await.expect("append");
+            assert_eq!(info.base_offset, next);
+            let count = info.last_offset - info.base_offset + 1;
+            println!("ack {} {}", info.base_offset, count);
+            next = info.last_offset + 1;
+        }
+    });
 }
 
 struct Rng(u64);
@@ -210,49 +207,46 @@ fn crash_repeatedly(mode: IoMode) {
         }
     }
     // Every acknowledged batch is there, byte for byte, and the offsets leave no gap.
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .expect("executor")
-        .run(async move {
-            let log = Log::open(&path, options(mode, i64::MAX))
-                .await
-                .expect("recover");
-            let end = log.log_end_offset();
-            let mut at = 0i64;
-            let mut found: BTreeMap<i64, Bytes> = BTreeMap::new();
-            while at < end {
-                let r = log.read(at, 1 << 20, end).await.expect("read");
-                let bytes = r.to_bytes().await.expect("bytes");
-                for b in batch::split_batches(&bytes).expect("whole batches") {
-                    let h = BatchHeader::parse(&b).expect("header");
-                    assert_eq!(h.base_offset, at, "contiguous offsets");
-                    at = h.last_offset() + 1;
-                    found.insert(h.base_offset, b);
-                }
+    ferrite_shards::testing::run_local(|| async move {
+        let log = Log::open(&path, options(mode, i64::MAX))
+            .await
+            .expect("recover");
+        let end = log.log_end_offset();
+        let mut at = 0i64;
+        let mut found: BTreeMap<i64, Bytes> = BTreeMap::new();
+        while at < end {
+            let r = log.read(at, 1 << 20, end).await.expect("read");
+            let bytes = r.to_bytes().await.expect("bytes");
+            for b in batch::split_batches(&bytes).expect("whole batches") {
+                let h = BatchHeader::parse(&b).expect("header");
+                assert_eq!(h.base_offset, at, "contiguous offsets");
+                at = h.last_offset() + 1;
+                found.insert(h.base_offset, b);
             }
-            for (base, count) in &acked {
-                let stored = found
-                    .get(base)
-                    .unwrap_or_else(|| panic!("acknowledged batch at {base} is missing"));
-                let mut want = batch_at(*base).to_vec();
-                let stamp = batch::stamp(&want, *base, 0);
-                want[..16].copy_from_slice(&stamp);
-                assert_eq!(stored.as_ref(), &want[..], "batch at {base} intact");
-                assert_eq!(BatchHeader::parse(stored).unwrap().offset_count(), *count);
-            }
-            // Appends continue after recovery.
-            let next = batch_at(end);
-            let valid = log.validate(&next, BatchOrigin::Client).unwrap();
-            assert_eq!(log.append(valid, 0).await.unwrap().base_offset, end);
-            println!(
-                "{}: {} rounds, {} acknowledged batches checked, log end {end}, {} segments",
-                mode.name(),
-                ROUNDS_PER_MODE,
-                acked.len(),
-                log.segment_count()
-            );
-            log.close().await.unwrap();
-        });
+        }
+        for (base, count) in &acked {
+            let stored = found
+                .get(base)
+                .unwrap_or_else(|| panic!("acknowledged batch at {base} is missing"));
+            let mut want = batch_at(*base).to_vec();
+            let stamp = batch::stamp(&want, *base, 0);
+            want[..16].copy_from_slice(&stamp);
+            assert_eq!(stored.as_ref(), &want[..], "batch at {base} intact");
+            assert_eq!(BatchHeader::parse(stored).unwrap().offset_count(), *count);
+        }
+        // Appends continue after recovery.
+        let next = batch_at(end);
+        let valid = log.validate(&next, BatchOrigin::Client).unwrap();
+        assert_eq!(log.append(valid, 0).await.unwrap().base_offset, end);
+        println!(
+            "{}: {} rounds, {} acknowledged batches checked, log end {end}, {} segments",
+            mode.name(),
+            ROUNDS_PER_MODE,
+            acked.len(),
+            log.segment_count()
+        );
+        log.close().await.unwrap();
+    });
 }
 
 #[test]

@@ -259,6 +259,22 @@ impl Group {
         Some(m)
     }
 
+    /// Removes every member `gone` picks (answering its waiting requests UNKNOWN_MEMBER_ID),
+    /// logging `why` for each; true if any went.
+    pub fn remove_members_where(&mut self, why: &str, gone: impl Fn(&Member) -> bool) -> bool {
+        let ids: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| gone(m))
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &ids {
+            tracing::info!(group = %self.id, member = %id, "{why}");
+            self.remove_member(id, ErrorCode::UNKNOWN_MEMBER_ID);
+        }
+        !ids.is_empty()
+    }
+
     pub fn largest_rebalance_timeout(&self) -> Duration {
         self.members
             .values()

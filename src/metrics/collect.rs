@@ -188,7 +188,7 @@ fn partitions(e: &mut Exposition, shard: &Shard, id: &str) {
             followers += 1;
         }
         under_replicated += lagging as u64;
-        let gauges: [(&'static str, &'static str, f64); 6] = [
+        let gauges: [(&'static str, &'static str, f64); 7] = [
             (
                 "ferrite_partition_log_end_offset",
                 "Offset the next record will get.",
@@ -208,6 +208,11 @@ fn partitions(e: &mut Exposition, shard: &Shard, id: &str) {
                 "ferrite_partition_size_bytes",
                 "Bytes of the partition's segments.",
                 log.size_bytes() as f64,
+            ),
+            (
+                "ferrite_partition_idempotent_producers",
+                "Idempotent producers whose sequence state the partition keeps.",
+                p.producer_count() as f64,
             ),
             (
                 "ferrite_partition_in_sync_replicas",

@@ -34,9 +34,7 @@ pub fn binary(client: &str) -> PathBuf {
 }
 
 fn build(client: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients")
-        .join(client);
+    let src = super::workspace_root().join("tests/clients").join(client);
     let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go");
     std::fs::create_dir_all(&out_dir).expect("target/tmp/go");
     let bin = out_dir.join(format!("{client}-{:016x}", source_hash(&src)));

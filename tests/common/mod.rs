@@ -17,6 +17,37 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The workspace's root: this harness serves the broker's tests (`tests/`) and the bench's
+/// (`bench/tests/`, which include it by path).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if manifest.join("tests/common").is_dir() {
+        manifest.to_path_buf()
+    } else {
+        manifest.parent().expect("a workspace member").to_path_buf()
+    }
+}
+
+/// The broker binary: cargo's own path for the broker's tests; beside the test binary
+/// (`target/<profile>/ferrite`) for other members' tests, which cargo builds it for.
+pub fn ferrite_binary() -> PathBuf {
+    if let Some(bin) = option_env!("CARGO_BIN_EXE_ferrite") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the target directory")
+        .join("ferrite");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the broker (cargo build -p ferrite)",
+        bin.display()
+    );
+    bin
+}
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A loopback port no other test of this run has been given. The kernel's free port is only
@@ -97,7 +128,7 @@ impl Broker {
             .append(true)
             .open(&self.log_path)
             .expect("broker log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrite"));
+        let mut cmd = Command::new(ferrite_binary());
         cmd.arg("serve")
             .arg("--listen")
             .arg(&self.addr)
@@ -357,7 +388,7 @@ fn python_path() -> PathBuf {
     if let Ok(p) = std::env::var("FERRITE_PYTHON") {
         return PathBuf::from(p);
     }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let venv = workspace_root().join(".venv/bin/python");
     assert!(
         venv.exists(),
         "no Python with the Kafka clients: run scripts/test (it creates .venv), or set FERRITE_PYTHON"
@@ -367,9 +398,7 @@ fn python_path() -> PathBuf {
 
 /// Runs `tests/clients/<script>` with the venv's Python; panics with its output if it fails.
 pub fn python(script: &str, args: &[&str]) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients")
-        .join(script);
+    let path = workspace_root().join("tests/clients").join(script);
     let mut cmd = Command::new(python_path());
     cmd.arg(&path).args(args);
     let out = run(cmd, None, CLIENT_TIMEOUT);

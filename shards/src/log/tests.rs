@@ -4,14 +4,8 @@ use super::*;
 use crate::batch::build::{build_batch, NewRecord, ProducerFields};
 use crate::batch::HEADER_BYTES;
 use crate::types;
-use std::future::Future;
 
-pub(crate) fn run<F: Future<Output = ()>>(f: impl FnOnce() -> F) {
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .expect("executor")
-        .run(async move { f().await });
-}
+pub(crate) use crate::testing::run_local as run;
 
 pub(crate) fn records(count: usize, value_bytes: usize, ts: i64) -> Bytes {
     let recs: Vec<NewRecord> = (0..count)
@@ -777,48 +771,45 @@ both_modes!(
 fn held_back_blocks_reach_the_file_with_every_acknowledged_batch() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("held");
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .unwrap()
-        .run(async move {
-            let log = open(&path, IoMode::Direct, LogConfig::default()).await;
-            let tasks: Vec<_> = (0..600)
-                .map(|i| {
-                    let log = log.clone();
-                    glommio::spawn_local(async move {
-                        // 1..7 records of 333 bytes: batches end anywhere in a block.
-                        let b = records(1 + i % 7, 333, i as i64);
-                        let info = append(&log, &b).await;
-                        (info, b)
-                    })
+    run(|| async move {
+        let log = open(&path, IoMode::Direct, LogConfig::default()).await;
+        let tasks: Vec<_> = (0..600)
+            .map(|i| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    // 1..7 records of 333 bytes: batches end anywhere in a block.
+                    let b = records(1 + i % 7, 333, i as i64);
+                    let info = append(&log, &b).await;
+                    (info, b)
                 })
-                .collect();
-            let mut acked = Vec::new();
-            for t in tasks {
-                acked.push(t.await);
-            }
-            assert!(
-                log.stats().appends_carried.get() > 0,
-                "some writes held their last block for the next one"
-            );
-            log.close().await.unwrap();
-            acked.sort_by_key(|(i, _)| i.base_offset);
-            let want: Vec<Bytes> = acked
-                .iter()
-                .map(|(i, b)| stamped(b, i.base_offset, 0))
-                .collect();
-            let reopened = Log::open(
-                &path,
-                LogOptions {
-                    config: LogConfig::default(),
-                    io_mode: IoMode::Direct,
-                    writer: Default::default(),
-                    cache: None,
-                },
-            )
-            .await
-            .unwrap();
-            assert_eq!(read_all(&reopened, 0).await, want);
-            reopened.close().await.unwrap();
-        });
+            })
+            .collect();
+        let mut acked = Vec::new();
+        for t in tasks {
+            acked.push(t.await);
+        }
+        assert!(
+            log.stats().appends_carried.get() > 0,
+            "some writes held their last block for the next one"
+        );
+        log.close().await.unwrap();
+        acked.sort_by_key(|(i, _)| i.base_offset);
+        let want: Vec<Bytes> = acked
+            .iter()
+            .map(|(i, b)| stamped(b, i.base_offset, 0))
+            .collect();
+        let reopened = Log::open(
+            &path,
+            LogOptions {
+                config: LogConfig::default(),
+                io_mode: IoMode::Direct,
+                writer: Default::default(),
+                cache: None,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(read_all(&reopened, 0).await, want);
+        reopened.close().await.unwrap();
+    });
 }

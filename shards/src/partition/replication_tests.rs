@@ -6,12 +6,7 @@ use super::*;
 use crate::batch::build::{build_batch, NewRecord, ProducerFields};
 use crate::config::{IoMode, LogConfig};
 
-fn run<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .unwrap()
-        .run(async move { f().await });
-}
+use crate::testing::run_local as run;
 
 fn batch(n: usize, tag: &str, producer: ProducerFields) -> Bytes {
     let records: Vec<NewRecord> = (0..n)

@@ -3,12 +3,7 @@ use crate::batch::build::{build_batch, NewRecord, ProducerFields};
 use crate::config::{IoMode, LogConfig};
 use crate::log::BatchCache;
 
-fn run<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .unwrap()
-        .run(async move { f().await });
-}
+use crate::testing::run_local as run;
 
 fn idempotent(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
     let records: Vec<NewRecord> = (0..n)

@@ -124,21 +124,18 @@ mod tests {
 
     #[test]
     fn an_aligned_write_reaches_the_file() {
-        glommio::LocalExecutorBuilder::default()
-            .make()
-            .unwrap()
-            .run(async {
-                let dir = tempfile::tempdir().unwrap();
-                let path = dir.path().join("direct");
-                std::fs::write(&path, b"").unwrap();
-                let file = File::open_direct(&path).await.unwrap();
-                file.allocate(1 << 20).await.unwrap();
-                let mut buf = AlignedBuf::zeroed(8192);
-                buf.as_mut_slice()[..5].copy_from_slice(b"hello");
-                file.write_aligned_at(buf, 4096).await.unwrap();
-                let back = std::fs::read(&path).unwrap();
-                assert_eq!(back.len(), 1 << 20, "allocate grows the file size");
-                assert_eq!(&back[4096..4101], b"hello");
-            });
+        crate::testing::run_local(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("direct");
+            std::fs::write(&path, b"").unwrap();
+            let file = File::open_direct(&path).await.unwrap();
+            file.allocate(1 << 20).await.unwrap();
+            let mut buf = AlignedBuf::zeroed(8192);
+            buf.as_mut_slice()[..5].copy_from_slice(b"hello");
+            file.write_aligned_at(buf, 4096).await.unwrap();
+            let back = std::fs::read(&path).unwrap();
+            assert_eq!(back.len(), 1 << 20, "allocate grows the file size");
+            assert_eq!(&back[4096..4101], b"hello");
+        });
     }
 }

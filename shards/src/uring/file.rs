@@ -173,16 +173,6 @@ impl File {
         let (res, _file) = Ring::current().run(entry, self.clone()).await;
         check(res).map(drop)
     }
-
-    /// Reserves `len` bytes at `pos` without changing the file size.
-    pub async fn preallocate(&self, pos: u64, len: u64) -> io::Result<()> {
-        let entry = opcode::Fallocate::new(types::Fd(self.as_raw_fd()), len)
-            .offset(pos)
-            .mode(libc::FALLOC_FL_KEEP_SIZE)
-            .build();
-        let (res, _file) = Ring::current().run(entry, self.clone()).await;
-        check(res).map(drop)
-    }
 }
 
 /// Removes a file by name.

@@ -116,12 +116,6 @@ impl Pipe {
             64 * 1024
         }
     }
-
-    /// Whether the pipe is clean for the next response (an error can leave bytes in it, and
-    /// the connection must then close).
-    pub fn is_clean(&self) -> bool {
-        self.pending == 0
-    }
 }
 
 /// Sends `len` bytes of `file` from `position` to the socket without copying them through

@@ -1,10 +1,6 @@
 use super::*;
+use crate::testing::run_local as run;
 use bytes::Bytes;
-use glommio::LocalExecutor;
-
-fn run<F: std::future::Future<Output = ()>>(f: impl FnOnce() -> F) {
-    LocalExecutor::default().run(async move { f().await });
-}
 
 #[test]
 fn vectored_write_then_read_back() {

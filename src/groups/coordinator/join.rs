@@ -302,15 +302,9 @@ impl Coordinator {
         if g.state != State::PreparingRebalance {
             return;
         }
-        let late: Vec<String> = g
-            .members
-            .values()
-            .filter(|m| m.join_waiter.is_none())
-            .map(|m| m.id.clone())
-            .collect();
-        for id in late {
-            g.remove_member(&id, ErrorCode::UNKNOWN_MEMBER_ID);
-        }
+        g.remove_members_where("did not rejoin within the rebalance timeout", |m| {
+            m.join_waiter.is_none()
+        });
         g.generation += 1;
         g.rebalance_deadline = None;
         g.initial_until = None;
@@ -385,17 +379,9 @@ impl Coordinator {
                 if g.state != State::CompletingRebalance || g.generation != generation {
                     return;
                 }
-                let silent: Vec<String> = g
-                    .members
-                    .values()
-                    .filter(|m| m.sync_waiter.is_none())
-                    .map(|m| m.id.clone())
-                    .collect();
-                for id in &silent {
-                    tracing::info!(group = %g.id, member = %id, "no SyncGroup within the rebalance timeout");
-                    g.remove_member(id, ErrorCode::UNKNOWN_MEMBER_ID);
-                }
-                !silent.is_empty()
+                g.remove_members_where("no SyncGroup within the rebalance timeout", |m| {
+                    m.sync_waiter.is_none()
+                })
             };
             if removed {
                 me.after_removal(partition, &group);

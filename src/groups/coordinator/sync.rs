@@ -218,24 +218,14 @@ impl Coordinator {
             let expired = {
                 let mut g = group.borrow_mut();
                 g.pending.retain(|_, deadline| *deadline > now);
-                let expired: Vec<String> = g
-                    .members
-                    .values()
-                    // A member waiting for a JoinGroup or SyncGroup answer is alive (Kafka's
-                    // "awaiting a rebalance satisfies the heartbeat"); the rebalance timeout
-                    // bounds that wait instead.
-                    .filter(|m| {
-                        m.join_waiter.is_none()
-                            && m.sync_waiter.is_none()
-                            && now.duration_since(m.last_heartbeat) > m.session_timeout
-                    })
-                    .map(|m| m.id.clone())
-                    .collect();
-                for id in &expired {
-                    tracing::info!(group = %g.id, member = %id, "session expired");
-                    g.remove_member(id, ErrorCode::UNKNOWN_MEMBER_ID);
-                }
-                !expired.is_empty()
+                // A member waiting for a JoinGroup or SyncGroup answer is alive (Kafka's
+                // "awaiting a rebalance satisfies the heartbeat"); the rebalance timeout
+                // bounds that wait instead.
+                g.remove_members_where("session expired", |m| {
+                    m.join_waiter.is_none()
+                        && m.sync_waiter.is_none()
+                        && now.duration_since(m.last_heartbeat) > m.session_timeout
+                })
             };
             if expired {
                 let partition = self.partition_of(&group);

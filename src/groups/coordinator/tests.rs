@@ -79,20 +79,17 @@ where
 {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
-    glommio::LocalExecutorBuilder::default()
-        .make()
-        .expect("executor")
-        .run(async move {
-            let host = Rc::new(TestHost {
-                offsets: open_offsets(&path).await,
-                stopping: Cell::new(false),
-            });
-            let weak: Weak<TestHost> = Rc::downgrade(&host);
-            let coordinator = Rc::new(Coordinator::new(config, weak));
-            test(coordinator, host.clone(), path).await;
-            host.stopping.set(true);
-            host.offsets.close().await.unwrap();
+    ferrite_shards::testing::run_local(|| async move {
+        let host = Rc::new(TestHost {
+            offsets: open_offsets(&path).await,
+            stopping: Cell::new(false),
         });
+        let weak: Weak<TestHost> = Rc::downgrade(&host);
+        let coordinator = Rc::new(Coordinator::new(config, weak));
+        test(coordinator, host.clone(), path).await;
+        host.stopping.set(true);
+        host.offsets.close().await.unwrap();
+    });
 }
 
 fn join_args(member_id: &str, version: i16) -> JoinArgs {
