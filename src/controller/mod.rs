@@ -19,16 +19,25 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// Why a topic change was refused; each is one Kafka error code.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a topic change was refused; each is one Kafka error code, and the message (its
+/// `Display`) is what the client is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopicError {
+    #[error("Topic already exists.")]
     AlreadyExists,
+    #[error("This server does not host this topic.")]
     UnknownTopic,
+    #[error("{0}")]
     InvalidName(String),
+    #[error("{0}")]
     InvalidPartitions(String),
+    #[error("{0}")]
     InvalidReplicationFactor(String),
+    #[error("{0}")]
     InvalidConfig(String),
+    #[error("{0}")]
     InvalidRequest(String),
+    #[error("{0}")]
     Storage(String),
 }
 
@@ -43,19 +52,6 @@ impl TopicError {
             TopicError::InvalidConfig(_) => ErrorCode::INVALID_CONFIG,
             TopicError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             TopicError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR,
-        }
-    }
-
-    pub fn message(&self) -> String {
-        match self {
-            TopicError::AlreadyExists => "Topic already exists.".into(),
-            TopicError::UnknownTopic => "This server does not host this topic.".into(),
-            TopicError::InvalidName(m)
-            | TopicError::InvalidPartitions(m)
-            | TopicError::InvalidReplicationFactor(m)
-            | TopicError::InvalidConfig(m)
-            | TopicError::InvalidRequest(m)
-            | TopicError::Storage(m) => m.clone(),
         }
     }
 }

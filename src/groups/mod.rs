@@ -18,6 +18,7 @@ pub use group::{JoinReply, SyncReply};
 use crate::controller::{self, NewTopic, TopicError};
 use crate::metadata::CONSUMER_OFFSETS_TOPIC;
 use crate::protocol::errors::ErrorCode;
+use crate::shard::routing::on_shard;
 use crate::shard::services::PartitionObserver;
 use crate::shard::Shard;
 use ferrite_shards::partition::Partition;
@@ -60,18 +61,15 @@ pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), ErrorCode> {
             ("compression.type".to_string(), "producer".to_string()),
         ]),
     };
-    let created = crate::shard::routing::on_controller(
-        shard,
-        move |s: Rc<Shard>| -> LocalBoxFuture<'static, _> {
-            Box::pin(async move { controller::create_topics(&s, vec![topic], false).await })
-        },
-    )
+    let created = crate::shard::routing::on_controller(shard, move |s| async move {
+        controller::create_topics(&s, vec![topic], false).await
+    })
     .await
     .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
     match created.into_iter().next().map(|(_, r)| r) {
         Some(Ok(_)) | Some(Err(TopicError::AlreadyExists)) => Ok(()),
         Some(Err(e)) => {
-            tracing::error!(error = %e.message(), "creating {CONSUMER_OFFSETS_TOPIC} failed");
+            tracing::error!(error = %e, "creating {CONSUMER_OFFSETS_TOPIC} failed");
             Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
         }
         None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
@@ -96,19 +94,12 @@ pub async fn coordinator_ready(shard: &Shard, group_id: &str) -> bool {
         return true;
     }
     let owner = info.shard;
-    shard
-        .router()
-        .call(
-            owner,
-            move |s: Rc<Shard>| -> LocalBoxFuture<'static, bool> {
-                Box::pin(async move {
-                    s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_some()
-                        && !s.service::<Coordinator>().is_loading(partition)
-                })
-            },
-        )
-        .await
-        .unwrap_or(false)
+    on_shard(shard, owner, move |s| async move {
+        s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_some()
+            && !s.service::<Coordinator>().is_loading(partition)
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// Runs `f` on the shard coordinating `group_id`, with that shard's coordinator and the
@@ -130,25 +121,17 @@ where
         return Err(ErrorCode::NOT_COORDINATOR);
     }
     let owner = info.shard;
-    shard
-        .router()
-        .call(
-            owner,
-            move |s: Rc<Shard>| -> LocalBoxFuture<'static, Result<R, ErrorCode>> {
-                Box::pin(async move {
-                    // A partition is in the shard's table only once its groups are loaded.
-                    let groups = s.service::<Coordinator>();
-                    if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none()
-                        || groups.is_loading(partition)
-                    {
-                        return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
-                    }
-                    Ok(f(groups, partition).await)
-                })
-            },
-        )
-        .await
-        .unwrap_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE))
+    on_shard(shard, owner, move |s| async move {
+        // A partition is in the shard's table only once its groups are loaded.
+        let groups = s.service::<Coordinator>();
+        if s.partition(CONSUMER_OFFSETS_TOPIC, partition).is_none() || groups.is_loading(partition)
+        {
+            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        Ok(f(groups, partition).await)
+    })
+    .await
+    .unwrap_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE))
 }
 
 /// The coordinator keeps the groups of the `__consumer_offsets` partitions this broker leads:

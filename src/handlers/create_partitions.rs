@@ -7,7 +7,6 @@ use crate::shard::Shard;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
-use std::rc::Rc;
 
 pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest) -> Response {
     let mut results = Vec::with_capacity(body.topics.len());
@@ -19,10 +18,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
             ))
         } else {
             let (count, validate_only) = (t.count, body.validate_only);
-            on_controller(shard, move |s: Rc<Shard>| {
-                Box::pin(async move {
-                    controller::create_partitions(&s, &name, count, validate_only).await
-                })
+            on_controller(shard, move |s| async move {
+                controller::create_partitions(&s, &name, count, validate_only).await
             })
             .await
             .unwrap_or(Err(TopicError::Storage(
@@ -33,9 +30,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
         results.push(match outcome {
             Ok(()) => r,
             Err(e) => {
-                errors::refused(shard, ApiKey::CreatePartitions, e.code(), &e.message());
+                errors::refused(shard, ApiKey::CreatePartitions, e.code(), &e.to_string());
                 r.with_error_code(e.code().code())
-                    .with_error_message(Some(StrBytes::from_string(e.message())))
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())))
             }
         });
     }

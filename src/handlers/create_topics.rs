@@ -12,7 +12,6 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use std::collections::{BTreeMap, HashSet};
-use std::rc::Rc;
 use uuid::Uuid;
 
 pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> Response {
@@ -69,8 +68,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
     let created = if asks.is_empty() {
         Vec::new()
     } else {
-        on_controller(shard, move |s: Rc<Shard>| {
-            Box::pin(async move { controller::create_topics(&s, asks, validate_only).await })
+        on_controller(shard, move |s| async move {
+            controller::create_topics(&s, asks, validate_only).await
         })
         .await
         .unwrap_or_default()
@@ -104,9 +103,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
                             .unwrap_or(1),
                     ),
                 Err(e) => {
-                    super::errors::refused(shard, ApiKey::CreateTopics, e.code(), &e.message());
+                    super::errors::refused(shard, ApiKey::CreateTopics, e.code(), &e.to_string());
                     r.with_error_code(e.code().code())
-                        .with_error_message(Some(StrBytes::from_string(e.message())))
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
                         .with_num_partitions(-1)
                         .with_replication_factor(-1)
                 }

@@ -10,7 +10,6 @@ use crate::shard::Shard;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use std::rc::Rc;
 use uuid::Uuid;
 
 /// One topic the request names: its name (`None`: an id that resolves to nothing) and the id
@@ -53,8 +52,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
         );
     }
     let names: Vec<String> = asked.iter().filter_map(|(n, _)| n.clone()).collect();
-    let outcomes = on_controller(shard, move |s: Rc<Shard>| {
-        Box::pin(async move { controller::delete_topics(&s, names).await })
+    let outcomes = on_controller(shard, move |s| async move {
+        controller::delete_topics(&s, names).await
     })
     .await
     .unwrap_or_default();
@@ -76,9 +75,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
             match outcomes.iter().find(|(n, _)| *n == name).map(|(_, o)| o) {
                 Some(Ok(())) => r,
                 Some(Err(e)) => {
-                    errors::refused(shard, ApiKey::DeleteTopics, e.code(), &e.message());
+                    errors::refused(shard, ApiKey::DeleteTopics, e.code(), &e.to_string());
                     r.with_error_code(e.code().code())
-                        .with_error_message(Some(StrBytes::from_string(e.message())))
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
                 }
                 None => {
                     let code = ErrorCode::KAFKA_STORAGE_ERROR;

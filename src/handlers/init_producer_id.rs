@@ -10,7 +10,6 @@ use crate::protocol::errors::ErrorCode;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-use std::rc::Rc;
 
 pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -> Response {
     if body.transactional_id.is_some() {
@@ -26,8 +25,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -
             .with_producer_epoch(-1);
         return req.respond(ApiKey::InitProducerId, &resp);
     }
-    let id = on_controller(shard, |s: Rc<Shard>| {
-        Box::pin(async move { controller::allocate_producer_id(&s).await })
+    let id = on_controller(shard, |s| async move {
+        controller::allocate_producer_id(&s).await
     })
     .await;
     let resp = match id {

@@ -18,7 +18,6 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 use uuid::Uuid;
 
 /// What a request asks for: every topic, topics by name, or (v12+, KIP-516) topics by id.
@@ -178,8 +177,8 @@ async fn auto_create(shard: &Shard, names: &[String]) {
     if missing.is_empty() {
         return;
     }
-    let results = on_controller(shard, move |s: Rc<Shard>| {
-        Box::pin(async move { controller::create_topics(&s, missing, false).await })
+    let results = on_controller(shard, move |s| async move {
+        controller::create_topics(&s, missing, false).await
     })
     .await
     .unwrap_or_default();
@@ -189,7 +188,7 @@ async fn auto_create(shard: &Shard, names: &[String]) {
             // Another request may have created it meanwhile; anything else is logged.
             Err(crate::controller::TopicError::AlreadyExists) => {}
             Err(e) => {
-                tracing::warn!(topic = %name, error = %e.message(), "auto-creating topic failed")
+                tracing::warn!(topic = %name, error = %e, "auto-creating topic failed")
             }
         }
     }

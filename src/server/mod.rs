@@ -349,7 +349,7 @@ async fn install_views(
             return;
         }
         if let Err(e) = crate::controller::publish(&shard, view).await {
-            tracing::error!(error = %e.message(), "installing the cluster view failed");
+            tracing::error!(error = %e, "installing the cluster view failed");
         }
     }
 }

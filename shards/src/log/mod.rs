@@ -33,6 +33,8 @@ mod verified;
 mod writer;
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
 
 pub use admission::Admitted;

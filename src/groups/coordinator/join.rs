@@ -128,23 +128,9 @@ impl Coordinator {
             g.instances.insert(inst.clone(), id.clone());
         }
         let joined_at = g.next_order();
-        g.members.insert(
-            id.clone(),
-            Member {
-                id,
-                instance_id: a.instance_id,
-                client_id: a.client_id,
-                client_host: a.client_host,
-                session_timeout: a.session_timeout,
-                rebalance_timeout: a.rebalance_timeout,
-                protocols: a.protocols,
-                assignment: Bytes::new(),
-                last_heartbeat: now,
-                joined_at,
-                join_waiter: Some(tx),
-                sync_waiter: None,
-            },
-        );
+        let mut member = new_member(id.clone(), a, now, joined_at);
+        member.join_waiter = Some(tx);
+        g.members.insert(id, member);
         // New members arriving during a new group's initial delay extend it, within the
         // rebalance timeout, so a whole fleet of consumers lands in one first generation.
         if let (Some(until), Some(deadline)) = (g.initial_until, g.rebalance_deadline) {
@@ -178,23 +164,9 @@ impl Coordinator {
         if was_leader {
             g.leader = Some(new_id.clone());
         }
-        g.members.insert(
-            new_id.clone(),
-            Member {
-                id: new_id.clone(),
-                instance_id: a.instance_id,
-                client_id: a.client_id,
-                client_host: a.client_host,
-                session_timeout: a.session_timeout,
-                rebalance_timeout: a.rebalance_timeout,
-                protocols: a.protocols,
-                assignment: old.assignment,
-                last_heartbeat: now,
-                joined_at: old.joined_at,
-                join_waiter: None,
-                sync_waiter: None,
-            },
-        );
+        let mut member = new_member(new_id.clone(), a, now, old.joined_at);
+        member.assignment = old.assignment;
+        g.members.insert(new_id.clone(), member);
         tracing::info!(group = %g.id, old = %old_id, new = %new_id, "static member rejoined");
         if g.state == State::Stable && g.select_protocol() == g.protocol {
             let mut reply = current_join(g, &new_id);
@@ -388,5 +360,23 @@ impl Coordinator {
             }
         })
         .detach();
+    }
+}
+
+/// A member as its JoinGroup describes it: no assignment yet, nobody waiting.
+fn new_member(id: String, a: JoinArgs, now: Instant, joined_at: u64) -> Member {
+    Member {
+        id,
+        instance_id: a.instance_id,
+        client_id: a.client_id,
+        client_host: a.client_host,
+        session_timeout: a.session_timeout,
+        rebalance_timeout: a.rebalance_timeout,
+        protocols: a.protocols,
+        assignment: Bytes::new(),
+        last_heartbeat: now,
+        joined_at,
+        join_waiter: None,
+        sync_waiter: None,
     }
 }
