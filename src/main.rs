@@ -43,6 +43,30 @@ fn init_logging(level: Option<&str>, format: &str) {
     }
 }
 
+/// A panic anywhere ends the process: a broker with one dead shard would keep its port open
+/// and answer nothing for that shard's partitions, and a supervisor restarts only a process
+/// that exits. The panic's message and place go to the log first; recovering what the shard
+/// had in flight is the log's job on the next start.
+fn abort_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_string());
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        tracing::error!(%message, %location, thread, "panic: aborting the process");
+        eprintln!("ferrite: thread '{thread}' panicked at {location}: {message}; aborting");
+        std::process::abort();
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -67,9 +91,21 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => {
             init_logging(args.log_level.as_deref(), &args.log_format);
+            abort_on_panic();
             let config = match args.resolve() {
                 Ok(c) => c,
                 Err(e) => {
+                    eprintln!("ferrite: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            // Before anything is opened, created or registered: a second broker on this data
+            // directory or address exits here, having changed nothing.
+            let claims = match server::claims::take(&config.data_dir, config.listen, config.metrics)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "refusing to start");
                     eprintln!("ferrite: {e}");
                     return ExitCode::from(2);
                 }
@@ -107,7 +143,7 @@ fn main() -> ExitCode {
                     }
                 }
             };
-            match server::serve(config, cluster) {
+            match server::serve(config, cluster, claims) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "ferrite failed");

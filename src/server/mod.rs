@@ -7,6 +7,7 @@
 //! shards stop accepting, let connections finish what they have in flight, flush and close
 //! their logs, and the process exits 0.
 
+pub mod claims;
 pub mod connection;
 pub mod frame;
 mod metrics_endpoint;
@@ -22,6 +23,7 @@ use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::{self, Endpoints};
 use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
+use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -36,10 +38,14 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Runs the broker until SIGTERM or SIGINT: the single-broker default, or a member of a
-/// ZooKeeper cluster when `cluster` is given (its control thread already registered).
-pub fn serve(config: BrokerConfig, cluster: Option<cluster::Started>) -> anyhow::Result<()> {
+/// ZooKeeper cluster when `cluster` is given (its control thread already registered). `claims`
+/// (the data directory, the addresses) are held until it returns.
+pub fn serve(
+    config: BrokerConfig,
+    cluster: Option<cluster::Started>,
+    mut claims: claims::Claims,
+) -> anyhow::Result<()> {
     block_termination_signals();
-    std::fs::create_dir_all(&config.data_dir)?;
     let shard_count = config.cores.len();
     let (metadata, producer_ids_reserved_below, zk, mut views) = match cluster {
         Some(started) => (started.first, 0, Some(started.handle), Some(started.views)),
@@ -77,6 +83,8 @@ pub fn serve(config: BrokerConfig, cluster: Option<cluster::Started>) -> anyhow:
         let metadata = metadata.clone();
         let ready = ready_tx.clone();
         let stopping = stopping.clone();
+        // Shard 0 serves the metrics endpoint on the listener claimed for it.
+        let metrics_listener = if i == 0 { claims.metrics.take() } else { None };
         let cluster = ShardCluster {
             zk: zk.clone(),
             // Shard 0 installs the control thread's views on every shard.
@@ -93,6 +101,7 @@ pub fn serve(config: BrokerConfig, cluster: Option<cluster::Started>) -> anyhow:
                     metadata,
                     producer_ids_reserved_below,
                     cluster,
+                    metrics_listener,
                 };
                 run_shard(start, ready, stop_rx, stopping).await;
             })
@@ -151,6 +160,7 @@ struct ShardStart {
     metadata: Arc<ClusterMetadata>,
     producer_ids_reserved_below: i64,
     cluster: ShardCluster,
+    metrics_listener: Option<std::net::TcpListener>,
 }
 
 /// A shard's part in ZooKeeper mode.
@@ -171,6 +181,7 @@ async fn run_shard(
         metadata,
         producer_ids_reserved_below,
         cluster,
+        metrics_listener,
     } = start;
     let id = endpoints.shard();
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
@@ -185,21 +196,15 @@ async fn run_shard(
     // Other shards' calls wait until this shard holds its partitions, and no shard accepts a
     // client before every shard does: a request routed anywhere finds its partition open.
     shard.router().open_inbox();
-    if id == ShardId(0) {
-        if let Some(addr) = config.metrics {
-            match TcpListener::bind(addr) {
-                Ok(l) => {
-                    let bound = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-                    tracing::info!(addr = %bound, "metrics endpoint listening");
-                    glommio::spawn_local(metrics_endpoint::serve(shard.clone(), l)).detach();
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(format!("metrics endpoint on {addr}: {e}")));
-                    shard.close_partitions().await;
-                    return;
-                }
-            }
-        }
+    if let Some(listener) = metrics_listener {
+        // SAFETY: the descriptor is a bound, listening, non-blocking socket we own.
+        let listener = unsafe { TcpListener::from_raw_fd(listener.into_raw_fd()) };
+        let bound = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        tracing::info!(addr = %bound, "metrics endpoint listening");
+        glommio::spawn_local(metrics_endpoint::serve(shard.clone(), listener)).detach();
     }
     // Everything a client may reach (the metrics endpoint included) is up before any shard
     // listens: the Kafka port accepting is the sign the broker is ready.
@@ -225,6 +230,8 @@ async fn run_shard(
     }
     shard.service::<Coordinator>().start();
     let _ = ready.send(Ok(()));
+    #[cfg(debug_assertions)]
+    panic_when_asked(id);
     let _ = stop.await;
     shard.begin_shutdown();
     let deadline = Instant::now() + DRAIN_TIMEOUT;
@@ -239,6 +246,19 @@ async fn run_shard(
         .arrive_and_wait(&stopping.closed, Instant::now() + DRAIN_TIMEOUT)
         .await;
     tracing::debug!(shard = %id, "shard stopped");
+}
+
+/// Test builds only: `FERRITE_TEST_PANIC_SHARD=<id>` makes that shard panic once it serves,
+/// so a test can see that a panic on one shard ends the whole process.
+#[cfg(debug_assertions)]
+fn panic_when_asked(id: ShardId) {
+    if std::env::var("FERRITE_TEST_PANIC_SHARD").ok() == Some(id.0.to_string()) {
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+            panic!("FERRITE_TEST_PANIC_SHARD asked shard {id} to panic");
+        })
+        .detach();
+    }
 }
 
 /// Shards meeting when all are started, and at the two steps of a graceful stop.

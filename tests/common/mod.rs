@@ -92,6 +92,7 @@ pub struct Broker {
     pub data_dir: PathBuf,
     log_path: PathBuf,
     extra_args: Vec<String>,
+    extra_env: Vec<(String, String)>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -106,6 +107,16 @@ impl Broker {
     }
 
     pub fn start_at(data_dir: &Path, port: u16, args: &[&str]) -> Broker {
+        Broker::start_with_env(data_dir, port, args, &[])
+    }
+
+    /// As `start_at`, with these environment variables set for the broker.
+    pub fn start_with_env(
+        data_dir: &Path,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Broker {
         let log_path = data_dir.with_extension(format!("{port}.log"));
         let mut b = Broker {
             child: None,
@@ -115,6 +126,10 @@ impl Broker {
             data_dir: data_dir.to_path_buf(),
             log_path,
             extra_args: args.iter().map(|s| s.to_string()).collect(),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             _tmp: None,
         };
         b.launch();
@@ -141,12 +156,16 @@ impl Broker {
             cmd.args(["--metrics", &self.metrics_addr]);
         }
         cmd.args(&self.extra_args)
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(log));
+        // Ready is this process saying so and the port accepting: right after kill -9, the
+        // dead broker's listeners may still accept for some milliseconds.
+        let served_before = self.times_served();
         self.child = Some(cmd.spawn().expect("start ferrite"));
         let deadline = Instant::now() + START_TIMEOUT;
-        while TcpStream::connect(&self.addr).is_err() {
+        while self.times_served() == served_before || TcpStream::connect(&self.addr).is_err() {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("broker exited at start with {status}:\n{}", self.log());
             }
@@ -157,6 +176,11 @@ impl Broker {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// How many times a broker has logged that it serves, in this broker's log.
+    fn times_served(&self) -> usize {
+        self.log().matches("ferrite is serving").count()
     }
 
     /// Starts the broker again on the same data directory and port.
@@ -193,6 +217,20 @@ impl Broker {
 
     pub fn resume(&self) {
         unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
+    }
+
+    /// Waits up to `timeout` for the broker to exit by itself; its status, or `None` if it is
+    /// still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().expect("started").try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     pub fn is_running(&mut self) -> bool {
