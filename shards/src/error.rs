@@ -41,6 +41,10 @@ pub enum Error {
     #[error("log {0} is closed")]
     Closed(PathBuf),
 
+    /// The log was deleted (its topic is gone): nothing can be read or written any more.
+    #[error("log {0} was deleted")]
+    Deleted(PathBuf),
+
     /// An idempotent producer's batch does not follow its previous one.
     #[error("producer {producer_id}: sequence {got} does not follow (expected {expected})")]
     OutOfOrderSequence {
@@ -106,6 +110,7 @@ impl Error {
                 log_end: *log_end,
             },
             Error::Closed(p) => Error::Closed(p.clone()),
+            Error::Deleted(p) => Error::Deleted(p.clone()),
             Error::NotLeader(p) => Error::NotLeader(p.clone()),
             Error::Cleaner { path, reason } => Error::Cleaner {
                 path: path.clone(),

@@ -111,6 +111,9 @@ pub fn code_for(e: &Error) -> ErrorCode {
         Error::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
         // The partition is closing (shutdown, deletion): the client looks it up again.
         Error::Closed(_) | Error::NotLeader(_) => ErrorCode::NOT_LEADER_OR_FOLLOWER,
+        // The topic was deleted while the request waited: it is gone, as Kafka answers for a
+        // partition it no longer has.
+        Error::Deleted(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
         // A full disk or failing device, or corruption met by a read: retriable for the client,
         // and the operator sees the cause in the log.
         Error::Io { .. } | Error::Corrupt { .. } => ErrorCode::KAFKA_STORAGE_ERROR,

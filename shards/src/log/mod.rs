@@ -157,6 +157,9 @@ pub(crate) struct LogInner {
     direct: RefCell<Option<direct::DirectTail>>,
     cache: Option<(Rc<BatchCache>, cache::Entries)>,
     closed: Cell<bool>,
+    /// Set by `delete`: the log is closed for good and its files are gone, though its segment
+    /// list stays (never empty) for operations that were already running.
+    deleted: Cell<bool>,
     writer_done: Notify,
     writer_running: Cell<bool>,
     stats: LogStats,
@@ -180,6 +183,18 @@ pub(crate) struct LogState {
     /// (base offset, position) of recent batches of the active segment: maps a high watermark
     /// to a byte position without reading headers.
     recent_positions: VecDeque<(i64, u64)>,
+}
+
+impl LogInner {
+    /// Why an operation on a closed log fails: closed (shutdown, retriable elsewhere) or
+    /// deleted (the partition is gone).
+    fn closed_error(&self) -> Error {
+        if self.deleted.get() {
+            Error::Deleted(self.dir.clone())
+        } else {
+            Error::Closed(self.dir.clone())
+        }
+    }
 }
 
 impl LogState {
@@ -331,6 +346,10 @@ impl Log {
             return Err(Error::Closed(inner.dir.clone()));
         };
         let _write = writer::exclusive(inner).await?;
+        // Deleted while this close waited (a shutdown during DeleteTopics): nothing to keep.
+        if inner.deleted.get() {
+            return Ok(());
+        }
         let taken = inner.direct.borrow_mut().take();
         if let Some(direct) = taken {
             direct.close().await?;
@@ -348,7 +367,8 @@ impl Log {
         Ok(())
     }
 
-    /// Closes the log and removes its directory (DeleteTopics).
+    /// Closes the log and removes its directory (DeleteTopics). Afterwards reads and appends
+    /// fail with `Error::Deleted`.
     pub async fn delete(&self) -> Result<()> {
         let inner = &self.inner;
         let _cleaning = clean::stop_cleaning(inner).await;
@@ -362,9 +382,18 @@ impl Log {
         // Wait out an epoch store in flight; later ones find the lock closed.
         let _epochs = inner.epochs_lock.acquire_permit(1).await;
         inner.epochs_lock.close();
-        let segments = std::mem::take(&mut inner.state.borrow_mut().segments);
-        for s in &segments {
-            s.delete_files().await?;
+        // The segments stay in the list: a read that started before may still look them up
+        // (their open files stay readable until it drops them); new operations see `deleted`.
+        inner.deleted.set(true);
+        let paths: Vec<_> = inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.paths.clone())
+            .collect();
+        for p in &paths {
+            segment::delete_files(p).await?;
         }
         // Listing and removing a directory tree has no io_uring operation; topic deletion is rare.
         std::fs::remove_dir_all(&inner.dir).or_else(|e| {

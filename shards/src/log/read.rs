@@ -113,6 +113,9 @@ impl super::Log {
     /// replicas).
     pub async fn read(&self, from: i64, max_bytes: usize, upper: i64) -> Result<ReadResult> {
         let inner = &self.inner;
+        if inner.deleted.get() {
+            return Err(inner.closed_error());
+        }
         let (log_start, log_end) = {
             let st = inner.state.borrow();
             (st.segments[0].base_offset, st.end_offset)

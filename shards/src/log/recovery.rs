@@ -123,6 +123,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         direct: RefCell::new(direct),
         cache: options.cache.map(|c| (c, cache::BatchCache::new_entries())),
         closed: Cell::new(false),
+        deleted: Cell::new(false),
         writer_done: Notify::new(),
         writer_running: Cell::new(false),
         stats: LogStats::default(),

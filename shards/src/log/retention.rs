@@ -149,14 +149,22 @@ async fn restart_at(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
     if let Some(d) = taken {
         d.close().await?;
     }
-    let doomed = std::mem::take(&mut inner.state.borrow_mut().segments);
-    for s in &doomed {
-        s.delete_files().await?;
+    // The old segments stay listed until the fresh one replaces them in one step: a read
+    // running meanwhile never finds the list empty (their unlinked files stay readable).
+    let doomed: Vec<_> = inner
+        .state
+        .borrow()
+        .segments
+        .iter()
+        .map(|s| s.paths.clone())
+        .collect();
+    for paths in &doomed {
+        super::segment::delete_files(paths).await?;
     }
     let fresh = Segment::create(&inner.dir, offset).await?;
-    inner.state.borrow_mut().segments.push(fresh);
     {
         let mut st = inner.state.borrow_mut();
+        st.segments = vec![fresh];
         st.end_offset = offset;
         st.flushed_offset = offset;
     }

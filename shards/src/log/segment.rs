@@ -17,6 +17,7 @@ pub(crate) fn file_stem(base_offset: i64) -> String {
     format!("{base_offset:020}")
 }
 
+#[derive(Clone)]
 pub(crate) struct SegmentPaths {
     pub log: PathBuf,
     pub index: PathBuf,
@@ -154,15 +155,20 @@ impl Segment {
 
     /// Removes the segment's files. Readers holding `file` keep reading it until they drop it.
     pub async fn delete_files(&self) -> Result<()> {
-        for p in [&self.paths.log, &self.paths.index, &self.paths.time_index] {
-            match uring::unlink(p).await {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("unlink", p, e)),
-            }
-        }
-        Ok(())
+        delete_files(&self.paths).await
     }
+}
+
+/// Removes a segment's files (those already gone are skipped).
+pub async fn delete_files(paths: &SegmentPaths) -> Result<()> {
+    for p in [&paths.log, &paths.index, &paths.time_index] {
+        match uring::unlink(p).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("unlink", p, e)),
+        }
+    }
+    Ok(())
 }
 
 /// Pending index file writes of one segment.

@@ -705,3 +705,65 @@ fn held_back_blocks_reach_the_file_with_every_acknowledged_batch() {
         reopened.close().await.unwrap();
     });
 }
+
+both_modes!(
+    a_deleted_log_answers_deleted_to_reads_appends_and_a_racing_close,
+    |dir: PathBuf, mode| async move {
+        let config = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let log = open(&dir, mode, config).await;
+        for i in 0..40 {
+            append(&log, &records(3, 200, i)).await;
+        }
+        assert!(log.segment_count() > 3, "several segments to delete");
+        let end = log.log_end_offset();
+        // Reads in flight while the log is deleted, and a shutdown's close racing the delete.
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    loop {
+                        match log.read(0, 1 << 20, end).await {
+                            Ok(r) => {
+                                let _ = r.to_bytes().await;
+                            }
+                            Err(Error::Deleted(_)) => return,
+                            Err(e) => panic!("a read of a deleted log: {e}"),
+                        }
+                        glommio::yield_if_needed().await;
+                    }
+                })
+            })
+            .collect();
+        let deleting = {
+            let log = log.clone();
+            glommio::spawn_local(async move { log.delete().await })
+        };
+        let closing = {
+            let log = log.clone();
+            glommio::spawn_local(async move { log.close().await })
+        };
+        deleting.await.expect("deleted");
+        closing
+            .await
+            .expect("a close racing the delete has nothing to keep");
+        for r in readers {
+            r.await;
+        }
+        assert!(matches!(
+            log.read(0, 1 << 20, end).await,
+            Err(Error::Deleted(_))
+        ));
+        let valid = log
+            .validate(&records(1, 10, 0), BatchOrigin::Client)
+            .unwrap();
+        assert!(matches!(log.append(valid, 0).await, Err(Error::Deleted(_))));
+        assert!(
+            log.log_start_offset() >= 0,
+            "the bookkeeping stays readable"
+        );
+        assert!(!dir.exists(), "the directory is gone");
+    }
+);

@@ -80,7 +80,7 @@ impl super::Log {
             units,
         };
         if inner.closed.get() {
-            return Err(Error::Closed(inner.dir.clone()));
+            return Err(inner.closed_error());
         }
         let (done, result) = oneshot::channel();
         inner.queue.borrow_mut().push_back(PendingAppend {
@@ -91,7 +91,7 @@ impl super::Log {
             _space: space,
         });
         inner.work.notify_all();
-        result.await.map_err(|_| Error::Closed(inner.dir.clone()))?
+        result.await.map_err(|_| inner.closed_error())?
     }
 }
 
@@ -143,7 +143,7 @@ pub(crate) async fn exclusive(inner: &LogInner) -> Result<Exclusive<'_>> {
             inner
                 .exclusive_waiting
                 .set(inner.exclusive_waiting.get() - 1);
-            Err(Error::Closed(inner.dir.clone()))
+            Err(inner.closed_error())
         }
     }
 }
