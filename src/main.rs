@@ -16,6 +16,7 @@ mod tune;
 
 use clap::Parser;
 use cli::{Cli, Command, TuneMode};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// One line per event on stderr, with the spans it happened in: `shard`, then `conn` (the
@@ -62,7 +63,11 @@ fn abort_on_panic() {
         let thread = std::thread::current();
         let thread = thread.name().unwrap_or("unnamed");
         tracing::error!(%message, %location, thread, "panic: aborting the process");
-        eprintln!("ferrite: thread '{thread}' panicked at {location}: {message}; aborting");
+        // Not eprintln!, which panics when stderr cannot be written (a full disk under the log).
+        let _ = writeln!(
+            std::io::stderr(),
+            "ferrite: thread '{thread}' panicked at {location}: {message}; aborting"
+        );
         std::process::abort();
     }));
 }

@@ -79,6 +79,19 @@ impl Error {
         }
     }
 
+    /// The filesystem is out of space (or quota): the operation fails, the process keeps serving.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => {
+                matches!(
+                    source.raw_os_error(),
+                    Some(libc::ENOSPC) | Some(libc::EDQUOT)
+                )
+            }
+            _ => false,
+        }
+    }
+
     /// A copy for each of several waiters failed by one cause (io::Error is not Clone).
     pub fn duplicate(&self) -> Error {
         match self {
@@ -135,10 +148,5 @@ impl Error {
                 got: *got,
             },
         }
-    }
-
-    /// True when the disk is full: the append fails, the process keeps serving.
-    pub fn is_disk_full(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
     }
 }

@@ -17,6 +17,7 @@
 //!   epoch, replication state and idempotent producers.
 //! - [`placement`], [`router`], [`sync`], [`stats`]: which shard owns a partition, calls between
 //!   shards, single-threaded synchronisation, latency histograms.
+//! - [`repeated`]: failures that repeat (a full disk), logged once and then counted.
 //! - [`testing`]: running async code on a fresh executor, for tests and benchmarks.
 
 pub mod batch;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod log;
 pub mod partition;
 pub mod placement;
+pub mod repeated;
 pub mod router;
 pub mod stats;
 pub mod sync;

@@ -24,6 +24,9 @@ impl ErrorCode {
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode::of(ResponseError::NotLeaderOrFollower);
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode::of(ResponseError::RequestTimedOut);
     pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::MessageTooLarge);
+    pub const RECORD_LIST_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::RecordListTooLarge);
+    pub const INVALID_COMMIT_OFFSET_SIZE: ErrorCode =
+        ErrorCode::of(ResponseError::InvalidCommitOffsetSize);
     pub const OFFSET_METADATA_TOO_LARGE: ErrorCode =
         ErrorCode::of(ResponseError::OffsetMetadataTooLarge);
     pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode =

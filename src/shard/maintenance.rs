@@ -3,6 +3,7 @@
 //! compaction (`cleaner.rs`).
 
 use super::Shard;
+use ferrite_shards::repeated;
 use ferrite_shards::types::now_ms;
 use std::rc::Rc;
 use std::time::Duration;
@@ -16,14 +17,18 @@ pub fn start(shard: &Rc<Shard>) {
     super::cleaner::start(shard);
 }
 
+/// How a failed flush is reported: it repeats every tick while the disk is full.
+const FLUSH_FAILED: &str = "flush failed";
+
 async fn maintenance_loop(shard: Rc<Shard>) {
     let broker = &shard.config.broker;
     let mut last_retention = now_ms();
     while !shard.is_shutting_down() {
         glommio::timer::sleep(MAINTENANCE_TICK).await;
         for p in shard.partitions() {
-            if let Err(e) = p.maintain(broker.recovery_checkpoint_interval_ms).await {
-                tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "flush failed");
+            match p.maintain(broker.recovery_checkpoint_interval_ms).await {
+                Ok(()) => repeated::cleared(FLUSH_FAILED),
+                Err(e) => repeated::error(FLUSH_FAILED, &p.log().dir().display(), &e),
             }
         }
         let now = now_ms();
@@ -36,9 +41,7 @@ async fn maintenance_loop(shard: Rc<Shard>) {
                         segments = o.deleted_segments, bytes = o.deleted_bytes, log_start = o.log_start_offset, "retention")
                     }
                     Ok(_) => {}
-                    Err(e) => {
-                        tracing::error!(topic = %p.topic(), partition = p.index(), error = %e, "retention failed")
-                    }
+                    Err(e) => repeated::error("retention failed", &p.log().dir().display(), &e),
                 }
             }
         }

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod disk;
 pub mod go;
 pub mod wire;
 pub mod zookeeper;
@@ -118,6 +119,18 @@ impl Broker {
         env: &[(&str, &str)],
     ) -> Broker {
         let log_path = data_dir.with_extension(format!("{port}.log"));
+        Broker::start_logging_to(data_dir, &log_path, port, args, env)
+    }
+
+    /// As `start_with_env`, with the broker's log (stderr) in `log_path`.
+    pub fn start_logging_to(
+        data_dir: &Path,
+        log_path: &Path,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Broker {
+        let log_path = log_path.to_path_buf();
         let mut b = Broker {
             child: None,
             addr: format!("127.0.0.1:{port}"),

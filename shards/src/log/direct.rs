@@ -17,12 +17,16 @@
 use crate::error::{Error, Result};
 use crate::sync::Latch;
 use crate::uring::{self, AlignedBuf, File, WriteChunk, DIRECT_ALIGNMENT};
+use std::cell::Cell;
 use std::path::Path;
 use std::rc::Rc;
 
 /// Preallocation step for direct-mode segments: O_DIRECT appends into reserved space do not
-/// wait on block allocation.
+/// wait on block allocation. A step takes at most a quarter of the free space, so a nearly full
+/// disk keeps room for indexes, checkpoints and other partitions; below `MIN_STEP_BYTES` of
+/// step a write reserves only what it covers (see `Reserve`).
 const PREALLOCATE_STEP_BYTES: u64 = 64 << 20;
+const MIN_STEP_BYTES: u64 = 1 << 20;
 /// Largest single O_DIRECT write; a group's pieces are written concurrently.
 const DIRECT_PIECE_BYTES: u64 = 512 << 10;
 
@@ -33,8 +37,9 @@ pub(crate) struct DirectTail {
     tail: Vec<u8>,
     /// Logical end of what was prepared so far.
     end: u64,
-    /// Bytes reserved by fallocate from the start of the file.
-    allocated_bytes: u64,
+    /// Bytes reserved by fallocate from the start of the file (as far as prepared writes know:
+    /// a write whose step did not fit lowers it to what it could reserve).
+    allocated_bytes: Rc<Cell<u64>>,
     /// The write that put the tail block on the file, padded; `None` when the tail block is not
     /// on the file yet (held back) or there is no tail.
     tail_written_by: Option<Rc<Latch>>,
@@ -43,13 +48,41 @@ pub(crate) struct DirectTail {
 /// A prepared O_DIRECT write: buffers filled, I/O not yet issued.
 pub(crate) struct DirectWrite {
     direct: File,
-    preallocate_to: Option<u64>,
+    reserve: Option<Reserve>,
+    allocated_bytes: Rc<Cell<u64>>,
     /// The block written before by a write still (perhaps) in flight, and that write.
     head: Option<(AlignedBuf, u64, Rc<Latch>)>,
     rest: Vec<(AlignedBuf, u64)>,
     done: Rc<Latch>,
     /// Once this write completes, the file holds every logical byte below this position.
     pub durable_end: u64,
+}
+
+/// Space a write reserves before it goes out, up to the end of what it writes (`needed`) and a
+/// step beyond, sized to the free space; just `needed` when even that fails. A disk with some
+/// room left keeps taking appends, and one given room again takes them at once.
+struct Reserve {
+    needed: u64,
+}
+
+/// The step to reserve beyond a write on `file`'s filesystem: a quarter of its free space, at
+/// most `PREALLOCATE_STEP_BYTES`, none below `MIN_STEP_BYTES`.
+fn reserve_step(file: &File) -> u64 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fstatvfs fills the struct we pass; one syscall per reserved step.
+    let free = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::fstatvfs(file.as_raw_fd(), &mut st) != 0 {
+            return PREALLOCATE_STEP_BYTES;
+        }
+        st.f_bavail as u64 * st.f_frsize as u64
+    };
+    let step = (free / 4).min(PREALLOCATE_STEP_BYTES) / DIRECT_ALIGNMENT * DIRECT_ALIGNMENT;
+    if step < MIN_STEP_BYTES {
+        0
+    } else {
+        step
+    }
 }
 
 impl DirectTail {
@@ -64,7 +97,7 @@ impl DirectTail {
             direct,
             tail,
             end: size,
-            allocated_bytes: 0,
+            allocated_bytes: Rc::new(Cell::new(0)),
             tail_written_by: None,
         })
     }
@@ -86,13 +119,13 @@ impl DirectTail {
         } else {
             uring::align_up(logical)
         };
-        let preallocate_to = (start + to_write > self.allocated_bytes).then(|| {
+        let needed = start + to_write;
+        let reserve = (needed > self.allocated_bytes.get()).then(|| {
             // Reserve ahead and let the file size cover it, as fio does: O_DIRECT writes
             // inside the file size do not extend it, which ext4 would otherwise serialise.
             // Recovery cuts the zeroed reserve like any invalid tail; sealing trims it.
-            let want = start + to_write + PREALLOCATE_STEP_BYTES;
-            self.allocated_bytes = want;
-            want
+            self.allocated_bytes.set(needed + PREALLOCATE_STEP_BYTES);
+            Reserve { needed }
         });
         let after = self
             .tail_written_by
@@ -137,7 +170,8 @@ impl DirectTail {
         self.end = size + payload;
         DirectWrite {
             direct: self.direct.clone(),
-            preallocate_to,
+            reserve,
+            allocated_bytes: self.allocated_bytes.clone(),
             head,
             rest,
             done,
@@ -159,7 +193,7 @@ impl DirectTail {
         self.tail = read_tail(file, size).await?;
         self.end = size;
         self.tail_written_by = None;
-        self.allocated_bytes = 0;
+        self.allocated_bytes.set(0);
         Ok(())
     }
 
@@ -183,16 +217,24 @@ impl DirectWrite {
     async fn issue(self, path: &Path) -> Result<()> {
         let DirectWrite {
             direct,
-            preallocate_to,
+            reserve,
+            allocated_bytes,
             head,
             rest,
             ..
         } = self;
-        if let Some(want) = preallocate_to {
-            direct
-                .allocate(want)
-                .await
-                .map_err(|e| Error::io("fallocate", path, e))?;
+        if let Some(Reserve { needed }) = reserve {
+            let ahead = needed + reserve_step(&direct);
+            // Later writes were prepared as if a whole step were reserved; the next one beyond
+            // what this reserves asks again (space may have come back by then).
+            allocated_bytes.set(allocated_bytes.get().min(ahead));
+            if direct.allocate(ahead).await.is_err() {
+                allocated_bytes.set(allocated_bytes.get().min(needed));
+                direct
+                    .allocate(needed)
+                    .await
+                    .map_err(|e| Error::io("fallocate", path, e))?;
+            }
         }
         let rest = futures::future::join_all(
             rest.into_iter()

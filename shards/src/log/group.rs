@@ -345,7 +345,9 @@ fn record(inner: &Rc<LogInner>, placed: &[Placed]) {
         glommio::spawn_local(async move {
             match super::flush::store_epochs(&inner).await {
                 Ok(()) | Err(crate::error::Error::Closed(_)) => {}
-                Err(e) => tracing::error!(log = %inner.dir.display(), error = %e, "storing leader epochs failed"),
+                Err(e) => {
+                    crate::repeated::error("storing leader epochs failed", &inner.dir.display(), &e)
+                }
             }
         })
         .detach();

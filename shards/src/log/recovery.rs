@@ -128,14 +128,26 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         writer_running: Cell::new(false),
         stats: LogStats::default(),
     });
-    if epochs_changed {
-        flush::store_epochs(&inner).await?;
-    }
     // What was scanned is valid; make it durable and move the point past it, so the next
-    // crash does not scan it again.
-    flush::flush_and_checkpoint(&inner).await?;
+    // crash does not scan it again. On a full disk these small files cannot be written, and the
+    // log is served all the same: the next start finds the older point and scans again.
+    if epochs_changed {
+        unless_disk_full(flush::store_epochs(&inner).await, dir)?;
+    }
+    unless_disk_full(flush::flush_and_checkpoint(&inner).await, dir)?;
     writer::spawn(&inner);
     Ok(Log { inner })
+}
+
+/// `result`, with a full disk reported (see `crate::repeated`) rather than failing the open.
+fn unless_disk_full(result: Result<()>, dir: &Path) -> Result<()> {
+    match result {
+        Err(e) if e.is_disk_full() => {
+            crate::repeated::error("checkpoint at open skipped (disk full)", &dir.display(), &e);
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Base offsets of the `.log` files, ascending; stray temporary files are removed.

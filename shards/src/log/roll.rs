@@ -60,7 +60,7 @@ pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
     let inner2 = inner.clone();
     glommio::spawn_local(async move {
         if let Err(e) = seal(&inner2, &file, base).await {
-            tracing::error!(log = %inner2.dir.display(), base, error = %e, "sealing a segment failed");
+            crate::repeated::error("sealing a segment failed", &inner2.dir.display(), &e);
             *inner2.seal_failure.borrow_mut() = Some(e);
         }
         sealed.open();

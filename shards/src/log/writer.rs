@@ -13,6 +13,7 @@ use super::roll;
 use super::{LogInner, ValidBatch};
 use crate::config::IoMode;
 use crate::error::{Error, Result};
+use crate::repeated;
 use crate::sync::FifoGate;
 use futures::channel::oneshot;
 use glommio::sync::Permit;
@@ -148,6 +149,9 @@ pub(crate) async fn exclusive(inner: &LogInner) -> Result<Exclusive<'_>> {
     }
 }
 
+/// How a failed append write is reported (see `crate::repeated`).
+const APPEND_FAILED: &str = "append write failed";
+
 struct InFlight {
     group: Group,
     write: glommio::Task<Result<()>>,
@@ -257,6 +261,7 @@ async fn written(
     durable_end: u64,
     in_flight: &mut VecDeque<InFlight>,
 ) {
+    repeated::cleared(APPEND_FAILED);
     let carried = group.split_beyond(durable_end);
     if !group.is_empty() {
         group.written(inner);
@@ -295,7 +300,7 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, in_flight: usize)
             return Next::DrainFirst;
         }
         if let Err(e) = roll::roll(inner, issued.offset).await {
-            tracing::error!(log = %inner.dir.display(), error = %e, "segment roll failed");
+            repeated::error("segment roll failed", &inner.dir.display(), &e);
             let queued: Vec<PendingAppend> = inner.queue.borrow_mut().drain(..).collect();
             group::fail(queued, &e);
             return Next::Nothing;
@@ -363,7 +368,7 @@ async fn fail_from(
     error: &Error,
     in_flight: &mut VecDeque<InFlight>,
 ) {
-    tracing::error!(log = %inner.dir.display(), error = %error, "append write failed");
+    repeated::error(APPEND_FAILED, &inner.dir.display(), error);
     while let Some(later) = in_flight.pop_front() {
         let _ = later.write.await;
         later.group.failed(error);
@@ -373,12 +378,16 @@ async fn fail_from(
     let file = inner.state.borrow().active().file.clone();
     debug_assert_eq!(inner.state.borrow().active().size, position);
     if let Err(cut) = file.truncate(position).await {
-        tracing::error!(file = %file.path().display(), error = %cut, "could not cut a failed write");
+        repeated::error("could not cut a failed write", &file.path().display(), &cut);
     }
     let taken = inner.direct.borrow_mut().take();
     if let Some(mut direct) = taken {
         if let Err(e) = direct.reset(position, &file).await {
-            tracing::error!(file = %file.path().display(), error = %e, "could not reread the partial block");
+            repeated::error(
+                "could not reread the partial block",
+                &file.path().display(),
+                &e,
+            );
         }
         *inner.direct.borrow_mut() = Some(direct);
     }

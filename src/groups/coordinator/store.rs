@@ -51,11 +51,12 @@ async fn append_to(
     let batch = build_batch(&records, ProducerFields::NONE);
     let epoch = p.leader_epoch();
     let info = p.produce(&batch).await.map_err(|e| {
-        tracing::error!(error = %e, "writing to __consumer_offsets failed");
-        match e {
-            ferrite_shards::Error::NotLeader(_) => ErrorCode::NOT_COORDINATOR,
-            _ => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-        }
+        ferrite_shards::repeated::error(
+            "writing to __consumer_offsets failed",
+            &p.log().dir().display(),
+            &e,
+        );
+        coordinator_code(&e)
     })?;
     // As Kafka: a commit is answered once every in-sync replica has it.
     match p
@@ -67,6 +68,21 @@ async fn append_to(
         Err(_) => return Err(ErrorCode::NOT_COORDINATOR),
     }
     Ok(())
+}
+
+/// What a member is told when its group's write failed, as Kafka's `GroupMetadataManager`
+/// translates the append's error: a storage error (a full disk) or lost leadership sends it
+/// to look for the coordinator again, a missing partition asks it to wait, an offset commit too
+/// large for the log is INVALID_COMMIT_OFFSET_SIZE.
+fn coordinator_code(e: &ferrite_shards::Error) -> ErrorCode {
+    let code = crate::protocol::errors::code_for(e);
+    if code == ErrorCode::NOT_LEADER_OR_FOLLOWER || code == ErrorCode::KAFKA_STORAGE_ERROR {
+        ErrorCode::NOT_COORDINATOR
+    } else if code == ErrorCode::MESSAGE_TOO_LARGE || code == ErrorCode::RECORD_LIST_TOO_LARGE {
+        ErrorCode::INVALID_COMMIT_OFFSET_SIZE
+    } else {
+        ErrorCode::COORDINATOR_NOT_AVAILABLE
+    }
 }
 
 /// How long a group write waits for the ISR before the member is told to retry.
