@@ -138,10 +138,15 @@ fn a_restart_right_after_kill_9_has_the_port_to_itself() {
             Some(format!("{line}\n").as_bytes()),
         );
         expected.push(line);
+        // A client still connected when the broker dies: the broker's side closes first and
+        // stays in TIME_WAIT on the Kafka port for a minute, which must not keep the restart
+        // off the port.
+        let open_connection = std::net::TcpStream::connect(&broker.addr).unwrap();
         broker.kill9();
         // At once: the dead process's listeners may linger for some milliseconds; the
         // restart waits them out (it would exit at start, failing here, if it gave up).
         broker.restart();
+        drop(open_connection);
         // Fresh connections, each of which would fail if handed to a dying socket.
         for _ in 0..5 {
             assert_eq!(

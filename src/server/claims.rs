@@ -174,14 +174,31 @@ fn claim_listen_address(listen: SocketAddr) -> Result<Option<UnixDatagram>, Clai
 }
 
 /// An exclusive bind (no SO_REUSEPORT), closed at once: it fails while any socket listens on
-/// `addr`. SO_REUSEADDR lets it pass connections left in TIME_WAIT, which the shards' binds
-/// pass too.
+/// `addr`. SO_REUSEADDR lets it pass connections left in TIME_WAIT by a previous broker, whose
+/// sockets carry SO_REUSEADDR too (see `shard_listener`).
 fn probe(addr: SocketAddr) -> std::io::Result<()> {
     let domain = socket2::Domain::for_address(addr);
     let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.bind(&addr.into())
 }
+
+/// One shard's Kafka listener: SO_REUSEPORT so every shard binds the address, and SO_REUSEADDR
+/// as well, because connections accepted from it inherit the flag. glommio's own `bind` sets
+/// only SO_REUSEPORT; a connection it accepted and a kill -9 closed then sits in TIME_WAIT
+/// without SO_REUSEADDR for a minute, and the next start's exclusive `probe` fails on it.
+pub fn shard_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let domain = socket2::Domain::for_address(addr);
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// The accept queue of each shard's listener (glommio's own choice).
+const LISTEN_BACKLOG: i32 = 1024;
 
 /// The metrics listener, bound exclusively (std sets SO_REUSEADDR, never SO_REUSEPORT).
 fn bind_metrics(addr: SocketAddr) -> Result<TcpListener, ClaimError> {

@@ -211,8 +211,9 @@ async fn run_shard(
     stopping
         .arrive_and_wait(&stopping.started, Instant::now() + START_BARRIER_TIMEOUT)
         .await;
-    let listener = match TcpListener::bind(config.listen) {
-        Ok(l) => l,
+    let listener = match claims::shard_listener(config.listen) {
+        // SAFETY: the descriptor is a bound, listening socket we own.
+        Ok(l) => unsafe { TcpListener::from_raw_fd(l.into_raw_fd()) },
         Err(e) => {
             let _ = ready.send(Err(format!(
                 "shard {id}: listening on {}: {e}",
