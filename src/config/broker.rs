@@ -250,6 +250,14 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         0,
     ),
     key(
+        "max.connections",
+        "client connections the broker holds at once; past it, accepting waits for one to close \
+         (lowered to a quarter of the file descriptor limit, 3 per connection)",
+        "2147483647",
+        1,
+        I32_MAX,
+    ),
+    key(
         "message.max.bytes",
         "default max.message.bytes",
         "1048588",
@@ -299,6 +307,14 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         I32_MAX,
     ),
     key(
+        "quota.controller.mutation.rate",
+        "Ferrite: each client's controller mutation quota (KIP-599), partitions created or \
+         deleted per second; 0 is no quota (Kafka sets it per client as controller_mutation_rate)",
+        "0",
+        0,
+        I32_MAX,
+    ),
+    key(
         "replica.lag.time.max.ms",
         "a follower that has not caught up for this long leaves the ISR",
         "30000",
@@ -311,6 +327,14 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "104857600",
         1024,
         I32_MAX,
+    ),
+    key(
+        "topic.partitions.per.shard",
+        "Ferrite: most partition replicas one shard (core) may hold; CreateTopics and \
+         CreatePartitions past it are refused with INVALID_PARTITIONS",
+        "1000",
+        1,
+        1_000_000,
     ),
     key(
         "zookeeper.session.timeout.ms",
@@ -346,6 +370,9 @@ pub struct BrokerSettings {
     pub recovery_checkpoint_interval_ms: i64,
     pub retention_check_interval_ms: i64,
     pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    pub partitions_per_shard: usize,
+    pub controller_mutation_rate: u64,
     pub replica_lag_time_max_ms: i64,
     pub zookeeper_session_timeout_ms: u64,
     /// Defaults for topic-level log settings.
@@ -382,6 +409,9 @@ impl Default for BrokerSettings {
             recovery_checkpoint_interval_ms: 1000,
             retention_check_interval_ms: 300_000,
             socket_request_max_bytes: 104_857_600,
+            max_connections: i32::MAX as usize,
+            partitions_per_shard: 0,
+            controller_mutation_rate: 0,
             replica_lag_time_max_ms: 30_000,
             zookeeper_session_timeout_ms: 18_000,
             log: LogConfig::default(),
@@ -498,6 +528,7 @@ impl BrokerSettings {
             }
             "log.message.timestamp.type" => log_key(&mut self.log, "message.timestamp.type")?,
             "message.max.bytes" => log_key(&mut self.log, "max.message.bytes")?,
+            "max.connections" => self.max_connections = int()? as usize,
             "min.insync.replicas" => self.min_insync_replicas = int()? as i32,
             "num.partitions" => self.num_partitions = int()? as i32,
             "offset.metadata.max.bytes" => self.offset_metadata_max_bytes = int()? as usize,
@@ -507,7 +538,9 @@ impl BrokerSettings {
             }
             "offsets.topic.segment.bytes" => self.offsets_topic_segment_bytes = int()?,
             "socket.request.max.bytes" => self.socket_request_max_bytes = int()? as usize,
+            "quota.controller.mutation.rate" => self.controller_mutation_rate = int()? as u64,
             "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = int()?,
+            "topic.partitions.per.shard" => self.partitions_per_shard = int()? as usize,
             "zookeeper.session.timeout.ms" => self.zookeeper_session_timeout_ms = int()? as u64,
             other => unreachable!("{other} is in BROKER_KEYS but not handled"),
         }

@@ -6,14 +6,19 @@
 //! Producer ids for idempotent producers are handed out here too, reserved in blocks on disk so
 //! an id is never given twice across restarts.
 
+mod capacity;
+mod mutation_quota;
 mod single_node;
 mod zookeeper;
+
+pub use mutation_quota::Payer;
 
 use crate::cluster::ZkHandle;
 use crate::metadata::{collides, topic_config, validate_topic_name, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
 use glommio::sync::Semaphore;
+use mutation_quota::MutationQuota;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -39,6 +44,8 @@ pub enum TopicError {
     InvalidRequest(String),
     #[error("{0}")]
     Storage(String),
+    #[error("The throttling quota has been exceeded.")]
+    Throttled,
 }
 
 impl TopicError {
@@ -52,6 +59,7 @@ impl TopicError {
             TopicError::InvalidConfig(_) => ErrorCode::INVALID_CONFIG,
             TopicError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             TopicError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR,
+            TopicError::Throttled => ErrorCode::THROTTLING_QUOTA_EXCEEDED,
         }
     }
 }
@@ -69,12 +77,15 @@ pub struct Controller {
     lock: Semaphore,
     next_producer_id: Cell<i64>,
     producer_ids_reserved_below: Cell<i64>,
+    quota: MutationQuota,
 }
 
 impl Controller {
-    pub fn new(producer_ids_reserved_below: i64) -> Controller {
+    /// `mutations_per_second`: the controller mutation quota of each client (0: none).
+    pub fn new(producer_ids_reserved_below: i64, mutations_per_second: u64) -> Controller {
         Controller {
             lock: Semaphore::new(1),
+            quota: MutationQuota::new(mutations_per_second as f64),
             // Ids below the reservation may have been handed out before a restart.
             next_producer_id: Cell::new(producer_ids_reserved_below),
             producer_ids_reserved_below: Cell::new(producer_ids_reserved_below),
@@ -178,6 +189,33 @@ pub async fn create_topics(
     shard: &Shard,
     topics: Vec<NewTopic>,
     validate_only: bool,
+    payer: &Payer,
+) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
+    let controller = the_controller(shard);
+    let quota = &controller.quota;
+    if validate_only || !quota.charges(payer) {
+        return create_topics_now(shard, topics, validate_only).await;
+    }
+    // As Kafka's admin manager: topic by topic, each charged once created, and each refused
+    // once an earlier one (in this request or before) has emptied the bucket.
+    let mut results = Vec::with_capacity(topics.len());
+    for t in topics {
+        if let Err(e) = quota.check(payer) {
+            results.push((t.name, Err(e)));
+            continue;
+        }
+        let created = create_topics_now(shard, vec![t], false).await;
+        let partitions = created.iter().filter_map(|(_, r)| r.as_ref().ok());
+        quota.record(payer, partitions.map(|t| t.partitions.len()).sum());
+        results.extend(created);
+    }
+    results
+}
+
+async fn create_topics_now(
+    shard: &Shard,
+    topics: Vec<NewTopic>,
+    validate_only: bool,
 ) -> Vec<(String, Result<Arc<TopicInfo>, TopicError>)> {
     match Authority::of(shard) {
         Authority::SingleNode => single_node::create_topics(shard, topics, validate_only).await,
@@ -187,8 +225,42 @@ pub async fn create_topics(
     }
 }
 
+/// How long `payer` is asked to wait before its next topic change (`throttle_time_ms`).
+pub fn mutation_throttle_ms(shard: &Shard, payer: &Payer) -> i32 {
+    the_controller(shard).quota.throttle_ms(payer)
+}
+
 /// Deletes topics and their data.
 pub async fn delete_topics(
+    shard: &Shard,
+    names: Vec<String>,
+    payer: &Payer,
+) -> Vec<(String, Result<(), TopicError>)> {
+    let controller = the_controller(shard);
+    let quota = &controller.quota;
+    if !quota.charges(payer) {
+        return delete_topics_now(shard, names).await;
+    }
+    let mut results = Vec::with_capacity(names.len());
+    for name in names {
+        if let Err(e) = quota.check(payer) {
+            results.push((name, Err(e)));
+            continue;
+        }
+        let partitions = shard
+            .metadata()
+            .topic(&name)
+            .map_or(0, |t| t.partitions.len());
+        let deleted = delete_topics_now(shard, vec![name]).await;
+        if deleted.iter().all(|(_, r)| r.is_ok()) {
+            quota.record(payer, partitions);
+        }
+        results.extend(deleted);
+    }
+    results
+}
+
+async fn delete_topics_now(
     shard: &Shard,
     names: Vec<String>,
 ) -> Vec<(String, Result<(), TopicError>)> {
@@ -204,6 +276,7 @@ pub async fn create_partitions(
     name: &str,
     count: i32,
     validate_only: bool,
+    payer: &Payer,
 ) -> Result<(), TopicError> {
     let controller = the_controller(shard);
     let _lock = controller.lock.acquire_permit(1).await;
@@ -223,10 +296,13 @@ pub async fn create_partitions(
     if validate_only {
         return Ok(());
     }
+    controller.quota.check(payer)?;
     match Authority::of(shard) {
         Authority::SingleNode => single_node::create_partitions(shard, &current, name, count).await,
         Authority::ZooKeeper(zk) => zookeeper::create_partitions(shard, zk, name, count).await,
-    }
+    }?;
+    controller.quota.record(payer, (count - have) as usize);
+    Ok(())
 }
 
 /// A producer id never handed out before, even across restarts.

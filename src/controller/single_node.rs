@@ -1,10 +1,10 @@
 //! The single-broker authority: changes are validated against the current snapshot, written
 //! to `meta/` (durably), then published to every shard before they are acknowledged.
 
+use super::capacity::ShardLoad;
 use super::{check_new_topic, publish, the_controller, Controller, NewTopic, TopicError};
 use crate::metadata::{random_id, store, ClusterMetadata, PartitionInfo, TopicInfo};
 use crate::shard::Shard;
-use ferrite_shards::placement::assign_balanced;
 use std::sync::Arc;
 
 /// Creates topics in `meta/` and on every shard.
@@ -17,15 +17,17 @@ pub(super) async fn create_topics(
     let _lock = controller.lock.acquire_permit(1).await;
     let current = shard.metadata();
     let mut next = (*current).clone();
-    let mut counts = current.partitions_per_shard(shard.router().shard_count());
+    let mut load = ShardLoad::of(shard, &current);
     let node = current.controller_id;
     let mut results = Vec::with_capacity(topics.len());
     for t in topics {
-        let checked = check_new_topic(shard, &next, &t);
+        let checked = check_new_topic(shard, &next, &t).and_then(|t| {
+            let shards = load.place(shard, t.partitions as usize)?;
+            Ok((t, shards))
+        });
         let result = match checked {
             Err(e) => Err(e),
-            Ok(t) => {
-                let shards = assign_balanced(&mut counts, t.partitions as usize);
+            Ok((t, shards)) => {
                 let info = Arc::new(TopicInfo {
                     name: t.name.clone(),
                     id: random_id(),
@@ -60,11 +62,17 @@ pub(super) async fn create_topics(
     }
     if !validate_only && results.iter().any(|(_, r)| r.is_ok()) {
         if let Err(e) = publish(shard, next).await {
-            for (_, r) in results.iter_mut() {
-                if r.is_ok() {
+            let mut created = Vec::new();
+            for (name, r) in results.iter_mut() {
+                if let Ok(t) = r {
+                    created.push(Undo::Created {
+                        name: name.clone(),
+                        partitions: t.partitions.len() as i32,
+                    });
                     *r = Err(e.clone());
                 }
             }
+            roll_back(shard, current, created).await;
         } else {
             for (name, r) in &results {
                 if let Ok(t) = r {
@@ -119,10 +127,10 @@ pub(super) async fn create_partitions(
 ) -> Result<(), TopicError> {
     let topic = current.topic(name).ok_or(TopicError::UnknownTopic)?;
     let have = topic.partitions.len() as i32;
-    let mut counts = current.partitions_per_shard(shard.router().shard_count());
     let node = current.controller_id;
     let mut grown = (**topic).clone();
-    for s in assign_balanced(&mut counts, (count - have) as usize) {
+    let placed = ShardLoad::of(shard, current).place(shard, (count - have) as usize)?;
+    for s in placed {
         let index = grown.partitions.len() as i32;
         grown.partitions.push(PartitionInfo {
             index,
@@ -138,7 +146,14 @@ pub(super) async fn create_partitions(
         .map_err(|e| TopicError::Storage(e.to_string()))?;
     let mut next = (*current).clone();
     next.topics.insert(name.to_string(), Arc::new(grown));
-    publish(shard, next).await?;
+    if let Err(e) = publish(shard, next).await {
+        let undo = Undo::Grown {
+            topic: topic.clone(),
+            partitions: count,
+        };
+        roll_back(shard, Arc::new(current.clone()), vec![undo]).await;
+        return Err(e);
+    }
     tracing::info!(topic = %name, partitions = count, "partitions added");
     Ok(())
 }
@@ -163,4 +178,56 @@ pub(super) async fn allocate_producer_id(
     }
     controller.next_producer_id.set(id + 1);
     Ok(id)
+}
+
+/// A change `roll_back` undoes.
+enum Undo {
+    /// A topic created with this many partitions.
+    Created { name: String, partitions: i32 },
+    /// A topic (as it was) grown to this many partitions.
+    Grown {
+        topic: Arc<TopicInfo>,
+        partitions: i32,
+    },
+}
+
+/// A creation that a shard could not open (publish failed) leaves nothing behind, so the
+/// client's retry starts clean and a restart does not meet half a topic: the topic's file goes
+/// back to what it was, every shard is given the metadata from before (closing, and for a new
+/// topic deleting, what it opened), and the directories of partitions that failed half-way
+/// are removed. Failures here are logged: the client is already told the creation failed.
+async fn roll_back(shard: &Shard, previous: Arc<ClusterMetadata>, undo: Vec<Undo>) {
+    let data_dir = &shard.config.data_dir;
+    let mut directories = Vec::new();
+    for u in &undo {
+        let (name, new_indexes, restored) = match u {
+            Undo::Created { name, partitions } => (name.as_str(), 0..*partitions, None),
+            Undo::Grown { topic, partitions } => (
+                topic.name.as_str(),
+                topic.partitions.len() as i32..*partitions,
+                Some(topic),
+            ),
+        };
+        let written = match restored {
+            None => store::remove_topic(data_dir, name).await,
+            Some(topic) => store::save_topic(data_dir, topic).await,
+        };
+        if let Err(e) = written {
+            tracing::error!(topic = %name, error = %e, "undoing a failed creation in meta/ failed");
+        }
+        directories.extend(new_indexes.map(|i| shard.partition_dir(name, i)));
+    }
+    if let Err(e) = publish(shard, previous).await {
+        tracing::error!(error = %e, "undoing a failed creation on the shards failed");
+    }
+    for dir in directories {
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing a partition directory of a failed creation")
+            }
+        }
+    }
+    tracing::warn!(changes = undo.len(), "a failed topic creation was undone");
 }

@@ -2,6 +2,7 @@
 //! the control thread write ZooKeeper and wait until this shard's view shows the result (the
 //! elected controller's duties, leaders and ISR, run on the control thread: `cluster/duties.rs`).
 
+use super::capacity::ClusterLoad;
 use super::{check_new_topic, Controller, NewTopic, TopicError};
 use crate::cluster::requests::{CreateOutcome, PlannedTopic, Request};
 use crate::cluster::{assign_replicas, ZkHandle};
@@ -27,18 +28,22 @@ pub(super) async fn create_topics(
     let live: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id).collect();
     let mut results = Vec::with_capacity(topics.len());
     let mut planned = Vec::new();
+    let mut load = ClusterLoad::of(shard, &metadata);
     for t in topics {
-        let checked = check_new_topic(shard, &metadata, &t);
+        let checked = check_new_topic(shard, &metadata, &t).and_then(|t| {
+            let start = random_id()[0] as usize;
+            let replicas = assign_replicas(
+                &live,
+                t.partitions as usize,
+                t.replication_factor as usize,
+                start,
+            );
+            load.place(shard, &t.name, 0, &replicas)?;
+            Ok((t, replicas))
+        });
         match checked {
             Err(e) => results.push((t.name, Err(e))),
-            Ok(t) => {
-                let start = random_id()[0] as usize;
-                let replicas = assign_replicas(
-                    &live,
-                    t.partitions as usize,
-                    t.replication_factor as usize,
-                    start,
-                );
+            Ok((t, replicas)) => {
                 let plan = PlannedTopic {
                     name: t.name.clone(),
                     id: cluster_id_string(&random_id()),
@@ -163,6 +168,7 @@ pub(super) async fn create_partitions(
     }
     // Continue the rotation of the existing partitions so leaders stay spread.
     let replicas = assign_replicas(&live, count as usize - existing, rf, existing);
+    ClusterLoad::of(shard, &metadata).place(shard, name, existing, &replicas)?;
     let topic_name = name.to_string();
     let r = zk
         .call(|reply| Request::AddPartitions {

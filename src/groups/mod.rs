@@ -62,7 +62,7 @@ pub async fn ensure_offsets_topic(shard: &Shard) -> Result<(), ErrorCode> {
         ]),
     };
     let created = crate::shard::routing::on_controller(shard, move |s| async move {
-        controller::create_topics(&s, vec![topic], false).await
+        controller::create_topics(&s, vec![topic], false, &controller::Payer::Broker).await
     })
     .await
     .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;

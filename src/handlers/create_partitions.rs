@@ -1,7 +1,7 @@
 //! CreatePartitions: grows topics to a new partition count (never shrinks).
 
 use super::{errors, Request, Response};
-use crate::controller::{self, TopicError};
+use crate::controller::{self, Payer, TopicError};
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -10,6 +10,9 @@ use kafka_protocol::protocol::StrBytes;
 
 pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest) -> Response {
     let mut results = Vec::with_capacity(body.topics.len());
+    // THROTTLING_QUOTA_EXCEEDED is an answer from v3 (KIP-599).
+    let payer = Payer::client(&req.client_id, req.version, 3);
+    let mut throttle_ms = 0;
     for t in body.topics {
         let name = t.name.0.to_string();
         let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
@@ -17,14 +20,20 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
                 "Manual replica assignment is not supported.".into(),
             ))
         } else {
-            let (count, validate_only) = (t.count, body.validate_only);
-            on_controller(shard, move |s| async move {
-                controller::create_partitions(&s, &name, count, validate_only).await
+            let (count, validate_only, payer) = (t.count, body.validate_only, payer.clone());
+            let answer = on_controller(shard, move |s| async move {
+                let grown = controller::create_partitions(&s, &name, count, validate_only, &payer);
+                let grown = grown.await;
+                (grown, controller::mutation_throttle_ms(&s, &payer))
             })
-            .await
-            .unwrap_or(Err(TopicError::Storage(
-                "the controller did not answer".into(),
-            )))
+            .await;
+            match answer {
+                Some((grown, throttle)) => {
+                    throttle_ms = throttle;
+                    grown
+                }
+                None => Err(TopicError::Storage("the controller did not answer".into())),
+            }
         };
         let r = CreatePartitionsTopicResult::default().with_name(t.name);
         results.push(match outcome {
@@ -38,6 +47,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
     }
     req.respond(
         ApiKey::CreatePartitions,
-        &CreatePartitionsResponse::default().with_results(results),
+        &CreatePartitionsResponse::default()
+            .with_throttle_time_ms(throttle_ms)
+            .with_results(results),
     )
 }

@@ -2,7 +2,7 @@
 //! `validate_only` checks everything and changes nothing.
 
 use super::{Request, Response};
-use crate::controller::{self, NewTopic, TopicError};
+use crate::controller::{self, NewTopic, Payer, TopicError};
 use crate::metadata::TopicInfo;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
@@ -65,11 +65,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
         });
     }
     let validate_only = body.validate_only;
-    let created = if asks.is_empty() {
-        Vec::new()
+    // THROTTLING_QUOTA_EXCEEDED is an answer from v6 (KIP-599).
+    let payer = Payer::client(&req.client_id, req.version, 6);
+    let (created, throttle_ms) = if asks.is_empty() {
+        (Vec::new(), 0)
     } else {
         on_controller(shard, move |s| async move {
-            controller::create_topics(&s, asks, validate_only).await
+            let created = controller::create_topics(&s, asks, validate_only, &payer).await;
+            (created, controller::mutation_throttle_ms(&s, &payer))
         })
         .await
         .unwrap_or_default()
@@ -114,7 +117,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
         .collect();
     req.respond(
         ApiKey::CreateTopics,
-        &CreateTopicsResponse::default().with_topics(results),
+        &CreateTopicsResponse::default()
+            .with_throttle_time_ms(throttle_ms)
+            .with_topics(results),
     )
 }
 

@@ -52,8 +52,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
         );
     }
     let names: Vec<String> = asked.iter().filter_map(|(n, _)| n.clone()).collect();
-    let outcomes = on_controller(shard, move |s| async move {
-        controller::delete_topics(&s, names).await
+    // THROTTLING_QUOTA_EXCEEDED is an answer from v5 (KIP-599).
+    let payer = controller::Payer::client(&req.client_id, req.version, 5);
+    let (outcomes, throttle_ms) = on_controller(shard, move |s| async move {
+        let outcomes = controller::delete_topics(&s, names, &payer).await;
+        (outcomes, controller::mutation_throttle_ms(&s, &payer))
     })
     .await
     .unwrap_or_default();
@@ -94,7 +97,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
         .collect();
     req.respond(
         ApiKey::DeleteTopics,
-        &DeleteTopicsResponse::default().with_responses(responses),
+        &DeleteTopicsResponse::default()
+            .with_throttle_time_ms(throttle_ms)
+            .with_responses(responses),
     )
 }
 

@@ -178,7 +178,7 @@ async fn auto_create(shard: &Shard, names: &[String]) {
         return;
     }
     let results = on_controller(shard, move |s| async move {
-        controller::create_topics(&s, missing, false).await
+        controller::create_topics(&s, missing, false, &controller::Payer::Broker).await
     })
     .await
     .unwrap_or_default();

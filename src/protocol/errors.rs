@@ -24,6 +24,8 @@ impl ErrorCode {
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode::of(ResponseError::NotLeaderOrFollower);
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode::of(ResponseError::RequestTimedOut);
     pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::MessageTooLarge);
+    pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode =
+        ErrorCode::of(ResponseError::ThrottlingQuotaExceeded);
     pub const RECORD_LIST_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::RecordListTooLarge);
     pub const INVALID_COMMIT_OFFSET_SIZE: ErrorCode =
         ErrorCode::of(ResponseError::InvalidCommitOffsetSize);

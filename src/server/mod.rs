@@ -18,6 +18,7 @@ use crate::config::BrokerConfig;
 use crate::controller::Controller;
 use crate::groups::Coordinator;
 use crate::metadata::{store, BrokerInfo, ClusterMetadata};
+use crate::shard::capacity::{self, Capacity, ConnectionSlot};
 use crate::shard::Shard;
 use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::{self, Endpoints};
@@ -68,6 +69,19 @@ pub fn serve(
             (Arc::new(loaded.metadata), reserved, None, None)
         }
     };
+    let descriptor_limit = capacity::raise_descriptor_limit();
+    let capacity = Arc::new(Capacity::new(
+        descriptor_limit,
+        config.broker.partitions_per_shard,
+        config.broker.max_connections,
+    ));
+    if capacity.max_connections < config.broker.max_connections {
+        tracing::info!(
+            max_connections = capacity.max_connections,
+            descriptor_limit,
+            "connections are bounded by the file descriptor limit"
+        );
+    }
     let config = Arc::new(config);
     let started = Instant::now();
     let endpoints = router::mesh::<Shard>(shard_count, config.router_queue_depth);
@@ -81,6 +95,7 @@ pub fn serve(
         let cpu = config.cores[i];
         let config = config.clone();
         let metadata = metadata.clone();
+        let capacity = capacity.clone();
         let ready = ready_tx.clone();
         let stopping = stopping.clone();
         // Shard 0 serves the metrics endpoint on the listener claimed for it.
@@ -101,6 +116,7 @@ pub fn serve(
                     metadata,
                     producer_ids_reserved_below,
                     cluster,
+                    capacity,
                     metrics_listener,
                 };
                 run_shard(start, ready, stop_rx, stopping).await;
@@ -160,6 +176,7 @@ struct ShardStart {
     metadata: Arc<ClusterMetadata>,
     producer_ids_reserved_below: i64,
     cluster: ShardCluster,
+    capacity: Arc<Capacity>,
     metrics_listener: Option<std::net::TcpListener>,
 }
 
@@ -181,11 +198,18 @@ async fn run_shard(
         metadata,
         producer_ids_reserved_below,
         cluster,
+        capacity,
         metrics_listener,
     } = start;
     let id = endpoints.shard();
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
-    let shard = Rc::new(Shard::new(id, config.clone(), metadata, cluster.zk));
+    let shard = Rc::new(Shard::new(
+        id,
+        config.clone(),
+        metadata,
+        cluster.zk,
+        capacity,
+    ));
     install_services(&shard, producer_ids_reserved_below);
     let router = endpoints.connect(shard.clone()).await;
     shard.set_router(router);
@@ -302,9 +326,10 @@ fn install_services(shard: &Rc<Shard>, producer_ids_reserved_below: i64) {
     shard.services.observe(groups.clone());
     shard.services.insert(groups);
     if shard.id == ShardId(0) {
-        shard
-            .services
-            .insert(Rc::new(Controller::new(producer_ids_reserved_below)));
+        shard.services.insert(Rc::new(Controller::new(
+            producer_ids_reserved_below,
+            shard.config.broker.controller_mutation_rate,
+        )));
     }
 }
 
@@ -334,8 +359,41 @@ pub(crate) async fn accept_until_shutdown(
     }
 }
 
+/// Kafka's broker-wide `max.connections`: at the bound the acceptor waits for a connection to
+/// close (`ConnectionQuotas.inc` blocks the same way), so new clients wait, unanswered, rather
+/// than being dropped. Each shard accepts first and then waits holding that one connection:
+/// a place reserved before accepting would sit idle on a shard the kernel sends no client to
+/// while another shard's clients wait. So at most one connection per shard is held past the
+/// bound.
+async fn connection_slot(shard: &Shard) -> Option<ConnectionSlot> {
+    let mut waiting_since = None;
+    loop {
+        if let Some(slot) = shard.capacity.open_connection() {
+            if let Some(since) = waiting_since {
+                let waited_ms = Instant::elapsed(&since).as_millis() as u64;
+                tracing::info!(waited_ms, "a connection closed: accepting again");
+            }
+            return Some(slot);
+        }
+        if shard.is_shutting_down() {
+            return None;
+        }
+        if waiting_since.is_none() {
+            waiting_since = Some(Instant::now());
+            tracing::warn!(
+                max_connections = shard.capacity.max_connections,
+                "max.connections reached: new connections wait until one closes"
+            );
+        }
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
     while let Some(stream) = accept_until_shutdown(&shard, &listener, "Kafka listener").await {
+        let Some(slot) = connection_slot(&shard).await else {
+            return;
+        };
         let stats = &shard.stats;
         stats
             .connections_accepted
@@ -350,6 +408,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
         glommio::spawn_local(tracing::Instrument::instrument(
             async move {
                 connection::serve(shard.clone(), stream, peer).await;
+                drop(slot);
                 let open = &shard.stats.connections_open;
                 open.set(open.get() - 1);
             },

@@ -10,6 +10,7 @@
 //! Layering: the shard uses `metadata`, `config`, `protocol`, `cluster` (its handle to the
 //! control thread) and `ferrite_shards`; the services, handlers and server use it.
 
+pub mod capacity;
 mod cleaner;
 pub mod counters;
 pub mod maintenance;
@@ -20,6 +21,7 @@ pub mod services;
 use crate::cluster::ZkHandle;
 use crate::config::BrokerConfig;
 use crate::metadata::{ClusterMetadata, PartitionInfo};
+use capacity::Capacity;
 use counters::{ShardMetrics, ShardStats};
 use ferrite_shards::log::BatchCache;
 use ferrite_shards::partition::Partition;
@@ -49,6 +51,8 @@ pub struct Shard {
     pub services: Services,
     /// The control thread, in ZooKeeper mode.
     pub cluster: Option<ZkHandle>,
+    /// What the process can hold, shared by every shard.
+    pub capacity: Arc<Capacity>,
     reconcile_lock: glommio::sync::Semaphore,
     pub stats: ShardStats,
     /// Requests by API, errors, latencies: what the metrics endpoint reports.
@@ -63,6 +67,7 @@ impl Shard {
         config: Arc<BrokerConfig>,
         metadata: Arc<ClusterMetadata>,
         cluster: Option<ZkHandle>,
+        capacity: Arc<Capacity>,
     ) -> Shard {
         let settings = config.shard(id.0).clone();
         Shard {
@@ -75,6 +80,7 @@ impl Shard {
             request_budget: Rc::new(FifoGate::new(settings.request_bytes_max as u64)),
             services: Services::default(),
             cluster,
+            capacity,
             reconcile_lock: glommio::sync::Semaphore::new(1),
             stats: ShardStats::default(),
             metrics: ShardMetrics::default(),

@@ -1,0 +1,201 @@
+//! What this broker process can hold, shared by its shards: partitions per shard, open file
+//! descriptors and client connections. A topic change that would cross a bound is refused
+//! before anything is created (as Redpanda refuses past `topic_partitions_per_shard`, with
+//! INVALID_PARTITIONS), so file descriptors are never the limit that fails first: a broker out
+//! of descriptors can accept no connection and could not even reopen its data directory.
+//!
+//! The descriptor budget, checked before partitions are added:
+//!
+//!   open now + new partitions × `DESCRIPTORS_PER_NEW_PARTITION`
+//!     + connections not yet open × `DESCRIPTORS_PER_CONNECTION` + `DESCRIPTOR_HEADROOM`
+//!     ≤ RLIMIT_NOFILE
+//!
+//! Sealed segments keep their files open too, so a partition's share grows as its log rolls;
+//! counting what is open now (rather than a per-partition estimate) takes that into account.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A new partition opens its active segment (and, in direct mode, a second O_DIRECT
+/// descriptor on it); measured with `ls /proc/<pid>/fd` in both I/O modes.
+pub const DESCRIPTORS_PER_NEW_PARTITION: u64 = 2;
+/// A client connection: its socket and the pipe (two descriptors) that splices fetches.
+pub const DESCRIPTORS_PER_CONNECTION: u64 = 3;
+/// Left for everything else: io_uring rings, event fds, metadata and checkpoint files being
+/// rewritten, the ZooKeeper session, log files of a cleaning pass.
+pub const DESCRIPTOR_HEADROOM: u64 = 256;
+/// By default a quarter of the descriptors are kept for connections (when `max.connections`
+/// asks for more than that, it is lowered to this).
+const CONNECTION_SHARE_OF_DESCRIPTORS: u64 = 4;
+
+/// The process's bounds, and the connections open now.
+#[derive(Debug)]
+pub struct Capacity {
+    /// RLIMIT_NOFILE, after `raise_descriptor_limit`.
+    pub descriptor_limit: u64,
+    /// `topic.partitions.per.shard`.
+    pub partitions_per_shard: usize,
+    /// `max.connections`, lowered to what the descriptors allow.
+    pub max_connections: usize,
+    connections: AtomicUsize,
+}
+
+/// One accepted connection's place in `max.connections`, given back when dropped.
+pub struct ConnectionSlot(Arc<Capacity>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Capacity {
+    /// The bounds for a process whose descriptor limit is `descriptor_limit`.
+    pub fn new(
+        descriptor_limit: u64,
+        partitions_per_shard: usize,
+        max_connections: usize,
+    ) -> Capacity {
+        let connection_share = descriptor_limit.saturating_sub(DESCRIPTOR_HEADROOM)
+            / CONNECTION_SHARE_OF_DESCRIPTORS
+            / DESCRIPTORS_PER_CONNECTION;
+        Capacity {
+            descriptor_limit,
+            partitions_per_shard,
+            max_connections: max_connections.min(connection_share.max(1) as usize),
+            connections: AtomicUsize::new(0),
+        }
+    }
+
+    /// A place for one more connection, or `None` at `max.connections`.
+    pub fn open_connection(self: &Arc<Self>) -> Option<ConnectionSlot> {
+        let taken = self.connections.fetch_add(1, Ordering::AcqRel);
+        let slot = ConnectionSlot(self.clone());
+        (taken < self.max_connections).then_some(slot)
+    }
+
+    pub fn connections_open(&self) -> usize {
+        self.connections.load(Ordering::Acquire)
+    }
+
+    /// Whether shards holding `per_shard_after` partitions (after a change adding `added`
+    /// partitions to this process) stay within the bounds; the refusal is the client's message.
+    pub fn check_partitions(&self, per_shard_after: &[usize], added: usize) -> Result<(), String> {
+        self.check_shards(per_shard_after, added)?;
+        self.check_descriptors(open_descriptors(), added as u64)
+    }
+
+    /// The per-shard bound alone, for another broker's shards (assumed as many as ours).
+    pub fn check_shards(&self, per_shard_after: &[usize], added: usize) -> Result<(), String> {
+        if let Some((shard, &count)) = per_shard_after
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c > self.partitions_per_shard)
+        {
+            return Err(format!(
+                "{added} more partitions would put {count} on shard {shard}, more than \
+                 topic.partitions.per.shard ({}) allows",
+                self.partitions_per_shard
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_descriptors(&self, open_now: u64, added: u64) -> Result<(), String> {
+        let connections_to_come =
+            self.max_connections.saturating_sub(self.connections_open()) as u64;
+        let needed = open_now
+            + added * DESCRIPTORS_PER_NEW_PARTITION
+            + connections_to_come * DESCRIPTORS_PER_CONNECTION
+            + DESCRIPTOR_HEADROOM;
+        if needed > self.descriptor_limit {
+            return Err(format!(
+                "{added} more partitions need {} file descriptors; {open_now} are open and {} \
+                 are kept for max.connections ({}) and the broker itself, of a limit of {} \
+                 (raise LimitNOFILE, or lower max.connections)",
+                added * DESCRIPTORS_PER_NEW_PARTITION,
+                connections_to_come * DESCRIPTORS_PER_CONNECTION + DESCRIPTOR_HEADROOM,
+                self.max_connections,
+                self.descriptor_limit
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The descriptors this process has open now.
+fn open_descriptors() -> u64 {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .unwrap_or(0)
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard one (what a process may do by itself) and
+/// returns the limit now in force.
+pub fn raise_descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    limit.rlim_cur
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_past_its_bound_is_named() {
+        let c = Capacity::new(1_000_000, 100, 10);
+        assert!(c.check_partitions(&[100, 100], 10).is_ok());
+        let e = c.check_partitions(&[100, 101], 10).unwrap_err();
+        assert!(e.contains("101 on shard 1"), "{e}");
+        assert!(e.contains("topic.partitions.per.shard (100)"), "{e}");
+    }
+
+    #[test]
+    fn descriptors_for_partitions_leave_room_for_every_connection() {
+        let c = Arc::new(Capacity::new(100_000, 100_000, 1000));
+        // 1000 connections × 3 + 256 kept: 96,744 left for what is open and what is added.
+        assert!(c.check_descriptors(90_744, 3000).is_ok());
+        let e = c.check_descriptors(90_745, 3000).unwrap_err();
+        assert!(e.contains("limit of 100000"), "{e}");
+        // Open connections are in "open now" already and no longer kept apart.
+        let slots: Vec<_> = (0..500).map(|_| c.open_connection().unwrap()).collect();
+        assert!(c.check_descriptors(92_244, 3000).is_ok());
+        assert!(c.check_descriptors(92_245, 3000).is_err());
+        drop(slots);
+        assert_eq!(c.connections_open(), 0);
+    }
+
+    #[test]
+    fn connections_stop_at_the_bound_and_come_back_when_closed() {
+        let c = Arc::new(Capacity::new(1_000_000, 1000, 2));
+        let a = c.open_connection().unwrap();
+        let _b = c.open_connection().unwrap();
+        assert!(c.open_connection().is_none());
+        drop(a);
+        assert!(c.open_connection().is_some());
+    }
+
+    #[test]
+    fn max_connections_is_lowered_to_a_quarter_of_the_descriptors() {
+        let c = Capacity::new(20_000, 1000, usize::MAX);
+        assert_eq!(c.max_connections, (20_000 - 256) / 4 / 3);
+    }
+}

@@ -1,0 +1,281 @@
+//! Topic creation cannot take the broker down: CreateTopics and CreatePartitions past
+//! `topic.partitions.per.shard` are refused with INVALID_PARTITIONS before anything is created,
+//! and `max.connections` makes new connections wait rather than fail. (The descriptor budget
+//! has its own test binary, `descriptor_limit.rs`, because it lowers the process's limit.)
+
+mod common;
+
+use common::{kcat, wire, Broker};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> (i16, String) {
+    let mut s = wire::connect(broker);
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let resp: CreateTopicsResponse = wire::call(&mut s, ApiKey::CreateTopics, 5, &req);
+    let t = &resp.topics[0];
+    (
+        t.error_code,
+        t.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+fn grow_topic(broker: &Broker, topic: &str, count: i32) -> (i16, String) {
+    let mut s = wire::connect(broker);
+    let req = CreatePartitionsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(name(topic))
+            .with_count(count)]);
+    let resp: CreatePartitionsResponse = wire::call(&mut s, ApiKey::CreatePartitions, 3, &req);
+    let r = &resp.results[0];
+    (
+        r.error_code,
+        r.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+/// The partition directories of `topic` in the data directory.
+fn partition_dirs(data_dir: &Path, topic: &str) -> usize {
+    let prefix = format!("{topic}-");
+    std::fs::read_dir(data_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .count()
+}
+
+const INVALID_PARTITIONS: i16 = 37;
+
+#[test]
+fn creations_past_the_per_shard_bound_are_refused_and_leave_nothing() {
+    let mut broker = Broker::start(&["--set", "topic.partitions.per.shard=100"]);
+    // Two shards of 100: a topic of 201 partitions cannot be placed, one of 200 can.
+    let (code, message) = create_topic(&broker, "huge", 201);
+    assert_eq!(code, INVALID_PARTITIONS, "{message}");
+    assert!(
+        message.contains("topic.partitions.per.shard (100)"),
+        "{message}"
+    );
+    assert_eq!(partition_dirs(&broker.data_dir, "huge"), 0);
+    // What was refused left no room taken: the whole bound is still there.
+    assert_eq!(create_topic(&broker, "half", 100), (0, String::new()));
+    let (code, message) = grow_topic(&broker, "half", 65_536);
+    assert_eq!(code, INVALID_PARTITIONS, "{message}");
+    assert_eq!(partition_dirs(&broker.data_dir, "half"), 100);
+    assert_eq!(grow_topic(&broker, "half", 200).0, 0);
+    // A request with several topics is checked topic by topic, counting those before it.
+    assert_eq!(create_topic(&broker, "one-more", 1).0, INVALID_PARTITIONS);
+    assert_eq!(partition_dirs(&broker.data_dir, "one-more"), 0);
+
+    // The broker serves on, and restarts on its data directory.
+    kcat(
+        &broker,
+        &["-P", "-t", "half", "-p", "150", "-X", "acks=all"],
+        Some(b"kept\n"),
+    );
+    assert!(broker.stop().success());
+    broker.restart();
+    let read = kcat(
+        &broker,
+        &[
+            "-C",
+            "-t",
+            "half",
+            "-p",
+            "150",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%s\n",
+        ],
+        None,
+    );
+    assert_eq!(String::from_utf8_lossy(&read), "kept\n");
+    assert!(!broker.data_dir.join("meta/topics/huge.json").exists());
+}
+
+#[test]
+fn at_max_connections_a_new_connection_waits_until_one_closes() {
+    let broker = Broker::start(&["--set", "max.connections=2"]);
+    let mut first = wire::connect(&broker);
+    let mut second = wire::connect(&broker);
+    for s in [&mut first, &mut second] {
+        let _: ApiVersionsResponse =
+            wire::call(s, ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    }
+    // The third is taken by the kernel's backlog but not accepted: no answer.
+    let mut third = wire::connect(&broker);
+    third
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    third
+        .write_all(&wire::frame(
+            ApiKey::ApiVersions,
+            0,
+            7,
+            &ApiVersionsRequest::default(),
+        ))
+        .unwrap();
+    assert!(
+        wire::read_frame(&mut third).is_none(),
+        "a third connection was served past max.connections=2"
+    );
+    // One closes: the waiting one is accepted and answered.
+    drop(first);
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        wire::read_frame(&mut third).is_some(),
+        "the waiting connection was not served after one closed"
+    );
+    drop(second);
+    drop(third);
+    // Closed connections give their places back.
+    let listing = kcat(&broker, &["-L"], None);
+    assert!(String::from_utf8_lossy(&listing).contains("1 brokers"));
+    assert!(broker.log().contains("max.connections reached"));
+}
+
+#[test]
+fn a_creation_a_shard_cannot_open_is_undone_everywhere() {
+    let mut broker = Broker::start(&[]);
+    // A stray file where partition 5's directory would go: that partition cannot open, the
+    // other seven can.
+    let stray = broker.data_dir.join("blocked-5");
+    std::fs::write(&stray, b"not a partition").unwrap();
+    let (code, message) = create_topic(&broker, "blocked", 8);
+    assert_eq!(code, 56, "KAFKA_STORAGE_ERROR: {message}");
+    assert_eq!(
+        partition_dirs(&broker.data_dir, "blocked"),
+        1,
+        "only the stray file is left"
+    );
+    assert!(!broker.data_dir.join("meta/topics/blocked.json").exists());
+    let listing = String::from_utf8_lossy(&kcat(&broker, &["-L"], None)).to_string();
+    assert!(!listing.contains("\"blocked\""), "{listing}");
+
+    // Growing a topic that way is undone too: it keeps its partitions and its records.
+    assert_eq!(create_topic(&broker, "grows", 2).0, 0);
+    kcat(
+        &broker,
+        &["-P", "-t", "grows", "-p", "1", "-X", "acks=all"],
+        Some(b"before\n"),
+    );
+    std::fs::write(broker.data_dir.join("grows-3"), b"stray").unwrap();
+    assert_eq!(grow_topic(&broker, "grows", 6).0, 56);
+    assert_eq!(
+        partition_dirs(&broker.data_dir, "grows"),
+        3,
+        "2 and the stray file"
+    );
+
+    // Restarted, the broker has neither half-made change; with the stray files gone, the
+    // same requests succeed.
+    assert!(broker.stop().success());
+    broker.restart();
+    std::fs::remove_file(&stray).unwrap();
+    std::fs::remove_file(broker.data_dir.join("grows-3")).unwrap();
+    assert_eq!(create_topic(&broker, "blocked", 8).0, 0);
+    assert_eq!(grow_topic(&broker, "grows", 6).0, 0);
+    let read = kcat(
+        &broker,
+        &[
+            "-C",
+            "-t",
+            "grows",
+            "-p",
+            "1",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%s\n",
+        ],
+        None,
+    );
+    assert_eq!(String::from_utf8_lossy(&read), "before\n");
+}
+
+const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
+
+/// CreateTopics at `version`: each topic's error code, and the throttle time.
+fn create_topics_at(broker: &Broker, version: i16, topics: &[(&str, i32)]) -> (Vec<i16>, i32) {
+    let mut s = wire::connect(broker);
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|(t, n)| {
+                    CreatableTopic::default()
+                        .with_name(name(t))
+                        .with_num_partitions(*n)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        );
+    let resp: CreateTopicsResponse = wire::call(&mut s, ApiKey::CreateTopics, version, &req);
+    let codes = resp.topics.iter().map(|t| t.error_code).collect();
+    (codes, resp.throttle_time_ms)
+}
+
+#[test]
+fn the_controller_mutation_quota_refuses_changes_once_a_client_has_spent_it() {
+    // 20 partitions a second, a bucket of 11 s: 220.
+    let broker = Broker::start(&["--set", "quota.controller.mutation.rate=20"]);
+    // One change larger than the bucket goes through, and empties it (220 - 260 = -40: 2 s).
+    let (codes, throttle_ms) = create_topics_at(&broker, 6, &[("large", 260)]);
+    assert_eq!(codes, vec![0]);
+    assert!((1500..=2000).contains(&throttle_ms), "{throttle_ms}");
+    // Then v6 (which can carry the error) is refused, topic by topic, creating nothing; the
+    // DeleteTopics v5 and CreatePartitions v3 the same.
+    let (codes, throttle_ms) = create_topics_at(&broker, 6, &[("next", 1), ("and-next", 1)]);
+    assert_eq!(codes, vec![THROTTLING_QUOTA_EXCEEDED; 2]);
+    assert!(throttle_ms > 0);
+    let mut s = wire::connect(&broker);
+    let req = DeleteTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topic_names(vec![name("large")]);
+    let resp: DeleteTopicsResponse = wire::call(&mut s, ApiKey::DeleteTopics, 5, &req);
+    assert_eq!(resp.responses[0].error_code, THROTTLING_QUOTA_EXCEEDED);
+    assert!(resp.throttle_time_ms > 0);
+    assert_eq!(
+        grow_topic(&broker, "large", 300).0,
+        THROTTLING_QUOTA_EXCEEDED
+    );
+    assert_eq!(partition_dirs(&broker.data_dir, "large"), 260);
+    assert_eq!(partition_dirs(&broker.data_dir, "next"), 0);
+    // An older version cannot be refused: it is served and told to wait.
+    let (codes, throttle_ms) = create_topics_at(&broker, 5, &[("older", 1)]);
+    assert_eq!(codes, vec![0]);
+    assert!(throttle_ms > 0);
+    // Once the bucket has refilled, changes are allowed again.
+    std::thread::sleep(Duration::from_millis(throttle_ms as u64 + 100));
+    let (codes, _) = create_topics_at(&broker, 6, &[("next", 1)]);
+    assert_eq!(codes, vec![0]);
+    // Auto-creation is never charged.
+    kcat(&broker, &["-L", "-t", "auto-created"], None);
+}
