@@ -27,7 +27,7 @@ start() {
 
 for total in $counts; do
   rm -rf "$work/data" 2>/dev/null || { sleep 1; rm -rf "$work/data"; }
-  start --set num.partitions=1000
+  start --set num.partitions=1000 --set topic.partitions.per.shard=100000
   t0=$(date +%s.%N)
   for i in $(seq 1 $((total / 1000))); do kcat -b 127.0.0.1:$port -L -t "t$i" >/dev/null 2>&1; done
   t1=$(date +%s.%N)

@@ -14,3 +14,13 @@ where
         .expect("a glommio executor on this thread")
         .run(async move { f().await })
 }
+
+/// How hard the fuzz targets (proptest-driven) work: `default_cases` cases from a fixed seed,
+/// so a CI run is repeatable, unless `FERRITE_FUZZ_CASES` / `FERRITE_FUZZ_SEED` ask for more
+/// or another seed (`scripts/fuzz` runs them longer, each time from a new seed).
+pub fn fuzz_budget(default_cases: u32) -> (u32, u64) {
+    let read = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let cases = read("FERRITE_FUZZ_CASES").map_or(default_cases, |c| c as u32);
+    let seed = read("FERRITE_FUZZ_SEED").unwrap_or(0x5eed_f022);
+    (cases, seed)
+}

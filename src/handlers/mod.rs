@@ -9,6 +9,8 @@
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+#[cfg(test)]
+mod decode_fuzz;
 mod delete_groups;
 mod delete_topics;
 mod describe_configs;
@@ -99,46 +101,81 @@ pub async fn handle(shard: Rc<Shard>, frame: Bytes, client_host: Rc<str>) -> Res
     response
 }
 
-async fn dispatch(
-    shard: &Rc<Shard>,
-    mut frame: Bytes,
-    peek: Option<PeekedHeader>,
-    client_host: Rc<str>,
-) -> Response {
+/// A request frame decoded: its header's fields and its body.
+#[derive(Debug)]
+struct Decoded {
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: String,
+    body: RequestKind,
+}
+
+/// Decodes a request frame (header and body), or says what to answer instead: an
+/// UNSUPPORTED_VERSION response for ApiVersions, a closed connection for anything else that
+/// does not decode. Touches nothing but the frame, so it can be fuzzed on its own.
+fn decode(mut frame: Bytes, peek: Option<PeekedHeader>) -> Result<Decoded, Response> {
     let Some(peek) = peek else {
-        return Response::Close(format!(
+        return Err(Response::Close(format!(
             "a {}-byte frame is too short for a request header",
             frame.len()
-        ));
+        )));
     };
     let Some((api_key, min, max)) = supported(peek.api_key) else {
-        return Response::Close(format!("API key {} is not supported", peek.api_key));
+        return Err(Response::Close(format!(
+            "API key {} is not supported",
+            peek.api_key
+        )));
     };
     let version = peek.api_version;
-    tracing::trace!(shard = %shard.id, ?api_key, version, correlation_id = peek.correlation_id, "request");
     if !(min..=max).contains(&version) {
-        if api_key == ApiKey::ApiVersions {
-            errors::refused(
-                shard,
-                api_key,
-                ErrorCode::UNSUPPORTED_VERSION,
-                &format_args!("ApiVersions v{version}"),
-            );
-        }
-        return unsupported_version(api_key, peek, min, max);
+        return Err(unsupported_version(api_key, peek, min, max));
     }
-    let header = match kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame) {
-        Ok(h) => h,
-        Err(e) => return Response::Close(format!("bad request header: {e:#}")),
-    };
-    let body = match RequestKind::decode(api_key, &mut frame, version) {
-        Ok(b) => b,
-        Err(e) => return Response::Close(format!("bad {api_key:?} v{version} request: {e:#}")),
-    };
-    let req = Request {
+    let header = kafka_protocol::protocol::decode_request_header_from_buffer(&mut frame)
+        .map_err(|e| Response::Close(format!("bad request header: {e:#}")))?;
+    let body = RequestKind::decode(api_key, &mut frame, version)
+        .map_err(|e| Response::Close(format!("bad {api_key:?} v{version} request: {e:#}")))?;
+    Ok(Decoded {
+        api_key,
         version,
         correlation_id: peek.correlation_id,
         client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
+        body,
+    })
+}
+
+async fn dispatch(
+    shard: &Rc<Shard>,
+    frame: Bytes,
+    peek: Option<PeekedHeader>,
+    client_host: Rc<str>,
+) -> Response {
+    let decoded = match decode(frame, peek) {
+        Ok(d) => d,
+        Err(answer) => {
+            if let (Some(peek), Response::Frame(_)) = (peek, &answer) {
+                errors::refused(
+                    shard,
+                    ApiKey::ApiVersions,
+                    ErrorCode::UNSUPPORTED_VERSION,
+                    &format_args!("ApiVersions v{}", peek.api_version),
+                );
+            }
+            return answer;
+        }
+    };
+    let Decoded {
+        api_key,
+        version,
+        correlation_id,
+        client_id,
+        body,
+    } = decoded;
+    tracing::trace!(shard = %shard.id, ?api_key, version, correlation_id, "request");
+    let req = Request {
+        version,
+        correlation_id,
+        client_id,
         client_host,
     };
     let span = tracing::info_span!("request", api = ?api_key, v = version, corr = req.correlation_id, client = %req.client_id);

@@ -27,6 +27,8 @@
 pub mod build;
 pub mod codec;
 mod decoders;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod legacy;
 pub mod record_checks;
 pub mod records;

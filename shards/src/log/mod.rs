@@ -35,6 +35,8 @@ mod writer;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
+mod recovery_fuzz;
+#[cfg(test)]
 mod tests;
 
 pub use admission::Admitted;

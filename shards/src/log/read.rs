@@ -309,6 +309,7 @@ pub(in crate::log) async fn read_segment(
     let first = loop {
         match walker.header_at(pos, view.size).await? {
             None => return Ok(None),
+            Some(h) if !view.holds(&h) => return Err(view.offsets_outside(pos, &h)),
             Some(h) if h.last_offset() >= from => break h,
             Some(h) => pos += h.total_bytes() as u64,
         }
@@ -375,6 +376,31 @@ pub(in crate::log) async fn read_segment(
         chunks: vec![chunk],
         next_offset,
     }))
+}
+
+impl SegmentView {
+    /// Whether a batch's offsets lie inside this segment. The CRC does not cover a batch's
+    /// base offset, so a damaged one is caught here instead of being served, or skipped over,
+    /// as if it were data.
+    fn holds(&self, h: &batch::BatchHeader) -> bool {
+        h.base_offset >= self.base_offset && h.last_offset() < self.next_offset
+    }
+
+    fn offsets_outside(&self, position: u64, h: &batch::BatchHeader) -> Error {
+        let reason = format!(
+            "batch offsets {}..={} lie outside the segment's {}..{}",
+            h.base_offset,
+            h.last_offset(),
+            self.base_offset,
+            self.next_offset
+        );
+        tracing::error!(file = %self.file.path().display(), position, %reason, "corrupt batch in the log");
+        Error::Corrupt {
+            path: self.file.path().to_path_buf(),
+            position,
+            reason,
+        }
+    }
 }
 
 /// Byte position of the first batch at or after `offset` in the viewed segment.
@@ -456,6 +482,14 @@ async fn verify_range(
             }
         };
         match batch::validate(&rest[..len], usize::MAX, BatchOrigin::Replica) {
+            Ok(h) if !view.holds(&h) || next_offset.is_some_and(|n| h.base_offset < n) => {
+                failure = Some(format!(
+                    "batch offsets {}..={} are out of order or outside the segment",
+                    h.base_offset,
+                    h.last_offset()
+                ));
+                break;
+            }
             Ok(h) => {
                 next_offset = Some(h.last_offset() + 1);
                 at += len;

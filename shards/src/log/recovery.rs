@@ -203,7 +203,7 @@ async fn load_sealed(
         }
         None => {
             tracing::warn!(file = %seg.paths.index.display(), "index missing or damaged; rebuilding from the log");
-            rebuild(seg, file_size, index_interval).await?;
+            rebuild(seg, file_size, next_base, index_interval).await?;
             seg.next_offset = next_base.max(seg.next_offset);
             seg.size = file_size;
         }
@@ -233,7 +233,12 @@ async fn index_is_sound(seg: &Segment, index: &OffsetIndex, file_size: u64) -> b
 /// Rebuilds the indexes of a sealed segment from a validating scan. Corruption met here lies
 /// below the recovery point: it is reported, the segment keeps its size, and reads that reach
 /// the bad bytes fail instead of serving them.
-async fn rebuild(seg: &mut Segment, file_size: u64, index_interval: u32) -> Result<()> {
+async fn rebuild(
+    seg: &mut Segment,
+    file_size: u64,
+    next_base: i64,
+    index_interval: u32,
+) -> Result<()> {
     seg.index = OffsetIndex::default();
     seg.time_index = TimeIndex::default();
     seg.size = 0;
@@ -241,7 +246,7 @@ async fn rebuild(seg: &mut Segment, file_size: u64, index_interval: u32) -> Resu
     seg.bytes_since_index = 0;
     let file = seg.file.clone();
     let base = seg.base_offset;
-    let end = scan::scan_valid(&file, 0, file_size, base, |pos, h| {
+    let end = scan::scan_valid(&file, 0, file_size, base..next_base, |pos, h| {
         seg.record_batch(pos, h, index_interval)
     })
     .await?;
@@ -321,8 +326,10 @@ async fn scan_tail(
     index_interval: u32,
 ) -> Result<bool> {
     let file = seg.file.clone();
-    let first_offset = seg.next_offset;
-    let end = scan::scan_valid(&file, from, file_size, first_offset, |pos, h| {
+    // Offsets in a segment are relative to its base in 32 bits (Kafka's
+    // `ensureOffsetInRange`): a batch claiming more is damaged.
+    let offsets = seg.next_offset..seg.base_offset + i32::MAX as i64 + 1;
+    let end = scan::scan_valid(&file, from, file_size, offsets, |pos, h| {
         seg.record_batch(pos, h, index_interval)
     })
     .await?;

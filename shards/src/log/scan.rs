@@ -73,16 +73,17 @@ pub(crate) struct ScanEnd {
 
 /// Validates every batch of `file` between `from` and `to`, calling `each(position, header)` for
 /// each valid one, and stops at the first byte that is not part of a valid batch whose offsets
-/// follow `first_offset`.
+/// ascend within `offsets` (from the expected first offset to the segment's bound). The CRC
+/// does not cover a batch's base offset: the bound is what catches a damaged one.
 pub(crate) async fn scan_valid(
     file: &File,
     from: u64,
     to: u64,
-    first_offset: i64,
+    offsets: std::ops::Range<i64>,
     mut each: impl FnMut(u64, &BatchHeader),
 ) -> Result<ScanEnd> {
     let mut pos = from;
-    let mut next_offset = first_offset;
+    let mut next_offset = offsets.start;
     let mut buf: Vec<u8> = Vec::new();
     let mut buf_pos = from;
     loop {
@@ -135,6 +136,14 @@ pub(crate) async fn scan_valid(
             return Ok(stop(format!(
                 "batch offset {} is below the expected {next_offset}",
                 header.base_offset
+            )));
+        }
+        if header.last_offset() >= offsets.end {
+            return Ok(stop(format!(
+                "batch offsets {}..={} run past the segment's bound {}",
+                header.base_offset,
+                header.last_offset(),
+                offsets.end
             )));
         }
         each(pos, &header);

@@ -767,3 +767,37 @@ both_modes!(
         assert!(!dir.exists(), "the directory is gone");
     }
 );
+
+both_modes!(
+    a_damaged_base_offset_is_reported_not_read_as_an_empty_range,
+    |dir: PathBuf, mode| async move {
+        let config = LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
+        let log = open(&dir, mode, config.clone()).await;
+        for i in 0..12 {
+            append(&log, &records(1, 300, i)).await;
+        }
+        let bases = log.segment_bases();
+        let end = log.log_end_offset();
+        log.close().await.unwrap();
+        // The CRC does not cover the base offset: 2^48 added to the first batch of the
+        // second segment leaves it "valid" but far outside its segment.
+        let path = segment::SegmentPaths::new(&dir, bases[1]).log;
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[1] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let log = open(&dir, mode, config).await;
+        assert_eq!(log.log_end_offset(), end);
+        match log.read(bases[1], 1 << 20, end).await {
+            Err(Error::Corrupt {
+                path: p, position, ..
+            }) => {
+                assert_eq!((p, position), (path, 0));
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        log.close().await.unwrap();
+    }
+);
