@@ -1,0 +1,187 @@
+// Real requests of every API Ferrite serves, populated so that decoding reaches nested
+// lists, for the fuzz target of the request decoder (`src/handlers/decode_fuzz.rs` includes
+// this file) and the wire-level mutation test (`tests/mutation.rs`).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{encode_request_header_into_buffer, StrBytes};
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// A request of `api` with something in each list, so mutations reach nested decoding.
+pub fn populated(api: ApiKey) -> RequestKind {
+    let topic = TopicName(s("fuzzed"));
+    let group = GroupId(s("group"));
+    match api {
+        ApiKey::Produce => {
+            RequestKind::Produce(ProduceRequest::default().with_acks(-1).with_topic_data(
+                vec![produce_request::TopicProduceData::default()
+                    .with_name(topic)
+                    .with_partition_data(vec![
+                        produce_request::PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(Bytes::from_static(&[0u8; 70]))),
+                    ])],
+            ))
+        }
+        ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default().with_topics(vec![
+            fetch_request::FetchTopic::default()
+                .with_topic(topic)
+                .with_partitions(vec![fetch_request::FetchPartition::default()]),
+        ])),
+        ApiKey::ListOffsets => {
+            RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+                list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(topic)
+                    .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()]),
+            ]))
+        }
+        ApiKey::Metadata => {
+            RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(topic)),
+            ])))
+        }
+        ApiKey::OffsetCommit => RequestKind::OffsetCommit(
+            OffsetCommitRequest::default()
+                .with_group_id(group)
+                .with_topics(vec![
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(topic)
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default(),
+                        ]),
+                ]),
+        ),
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(
+            OffsetFetchRequest::default()
+                .with_group_id(group)
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(topic)
+                        .with_partition_indexes(vec![0, 1]),
+                ])),
+        ),
+        ApiKey::FindCoordinator => {
+            RequestKind::FindCoordinator(FindCoordinatorRequest::default().with_key(s("group")))
+        }
+        ApiKey::JoinGroup => RequestKind::JoinGroup(
+            JoinGroupRequest::default()
+                .with_group_id(group)
+                .with_protocol_type(s("consumer"))
+                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+                )
+                .with_name(s("range"))
+                .with_metadata(Bytes::from_static(b"\0\0\0\0"))]),
+        ),
+        ApiKey::Heartbeat => {
+            RequestKind::Heartbeat(HeartbeatRequest::default().with_group_id(group))
+        }
+        ApiKey::LeaveGroup => {
+            RequestKind::LeaveGroup(LeaveGroupRequest::default().with_group_id(group))
+        }
+        ApiKey::SyncGroup => RequestKind::SyncGroup(
+            SyncGroupRequest::default()
+                .with_group_id(group)
+                .with_assignments(vec![
+                    sync_group_request::SyncGroupRequestAssignment::default()
+                        .with_assignment(Bytes::from_static(b"\0\0")),
+                ]),
+        ),
+        ApiKey::DescribeGroups => {
+            RequestKind::DescribeGroups(DescribeGroupsRequest::default().with_groups(vec![group]))
+        }
+        ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+        ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        ApiKey::CreateTopics => {
+            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(
+                vec![create_topics_request::CreatableTopic::default()
+                .with_name(topic)
+                .with_num_partitions(3)
+                .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+                    .with_name(s("retention.ms"))
+                    .with_value(Some(s("1000")))])],
+            ))
+        }
+        ApiKey::DeleteTopics => {
+            RequestKind::DeleteTopics(DeleteTopicsRequest::default().with_topic_names(vec![topic]))
+        }
+        ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::DescribeConfigs => {
+            RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("fuzzed")),
+            ]))
+        }
+        ApiKey::CreatePartitions => {
+            RequestKind::CreatePartitions(CreatePartitionsRequest::default().with_topics(vec![
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(topic)
+                    .with_count(4),
+            ]))
+        }
+        ApiKey::DeleteGroups => {
+            RequestKind::DeleteGroups(DeleteGroupsRequest::default().with_groups_names(vec![group]))
+        }
+        ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochRequest::default().with_topics(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(topic)
+                    .with_partitions(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default(),
+                    ]),
+            ]),
+        ),
+        other => panic!("{other:?} is served but has no sample request here"),
+    }
+}
+
+/// The frame (without its size prefix) of `api` at `version`: the populated body where that
+/// version can carry it, else the default body.
+pub fn frame(api: ApiKey, version: i16) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(s("fuzz")));
+    let mut buf = BytesMut::new();
+    encode_request_header_into_buffer(&mut buf, &header).unwrap();
+    let header_len = buf.len();
+    if populated(api).encode(&mut buf, version).is_err() {
+        buf.truncate(header_len);
+        RequestKind::default_of(api)
+            .encode(&mut buf, version)
+            .unwrap_or_else(|e| panic!("{api:?} v{version}: {e}"));
+    }
+    buf.to_vec()
+}
+
+trait DefaultOf {
+    fn default_of(api: ApiKey) -> RequestKind;
+}
+
+impl DefaultOf for RequestKind {
+    fn default_of(api: ApiKey) -> RequestKind {
+        match populated(api) {
+            RequestKind::Produce(_) => RequestKind::Produce(Default::default()),
+            RequestKind::Fetch(_) => RequestKind::Fetch(Default::default()),
+            RequestKind::ListOffsets(_) => RequestKind::ListOffsets(Default::default()),
+            RequestKind::Metadata(_) => RequestKind::Metadata(Default::default()),
+            RequestKind::OffsetCommit(_) => RequestKind::OffsetCommit(Default::default()),
+            RequestKind::OffsetFetch(_) => RequestKind::OffsetFetch(Default::default()),
+            RequestKind::FindCoordinator(_) => RequestKind::FindCoordinator(Default::default()),
+            RequestKind::JoinGroup(_) => RequestKind::JoinGroup(Default::default()),
+            RequestKind::SyncGroup(_) => RequestKind::SyncGroup(Default::default()),
+            RequestKind::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
+            RequestKind::DeleteTopics(_) => RequestKind::DeleteTopics(Default::default()),
+            RequestKind::DescribeConfigs(_) => RequestKind::DescribeConfigs(Default::default()),
+            RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
+            RequestKind::OffsetForLeaderEpoch(_) => {
+                RequestKind::OffsetForLeaderEpoch(Default::default())
+            }
+            other => other,
+        }
+    }
+}
