@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{kcat, wire, Broker};
+use common::wire::{self, create_topic};
+use common::{kcat, Broker};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::*;
@@ -18,25 +19,6 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> (i16, String) {
-    let mut s = wire::connect(broker);
-    let req = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1)]);
-    let resp: CreateTopicsResponse = wire::call(&mut s, ApiKey::CreateTopics, 5, &req);
-    let t = &resp.topics[0];
-    (
-        t.error_code,
-        t.error_message
-            .as_ref()
-            .map(|m| m.to_string())
-            .unwrap_or_default(),
-    )
-}
-
 fn grow_topic(broker: &Broker, topic: &str, count: i32) -> (i16, String) {
     let mut s = wire::connect(broker);
     let req = CreatePartitionsRequest::default()
@@ -46,13 +28,7 @@ fn grow_topic(broker: &Broker, topic: &str, count: i32) -> (i16, String) {
             .with_count(count)]);
     let resp: CreatePartitionsResponse = wire::call(&mut s, ApiKey::CreatePartitions, 3, &req);
     let r = &resp.results[0];
-    (
-        r.error_code,
-        r.error_message
-            .as_ref()
-            .map(|m| m.to_string())
-            .unwrap_or_default(),
-    )
+    (r.error_code, wire::message(&r.error_message))
 }
 
 /// The partition directories of `topic` in the data directory.

@@ -6,26 +6,10 @@
 
 mod common;
 
-use common::{kcat, wire, Broker};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use common::wire::create_topic;
+use common::{kcat, Broker};
 
 const DESCRIPTOR_LIMIT: u64 = 600;
-
-fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> (i16, String) {
-    let mut s = wire::connect(broker);
-    let req = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1)]);
-    let resp: CreateTopicsResponse = wire::call(&mut s, ApiKey::CreateTopics, 5, &req);
-    let t = &resp.topics[0];
-    let message = t.error_message.as_ref().map(|m| m.to_string());
-    (t.error_code, message.unwrap_or_default())
-}
 
 #[test]
 fn a_creation_the_descriptors_cannot_hold_is_refused_and_the_broker_serves_on() {

@@ -24,3 +24,16 @@ pub fn fuzz_budget(default_cases: u32) -> (u32, u64) {
     let seed = read("FERRITE_FUZZ_SEED").unwrap_or(0x5eed_f022);
     (cases, seed)
 }
+
+/// The proptest configuration of a fuzz target: `fuzz_budget`'s cases and seed, and no
+/// regression files (a fixed seed replays a failure).
+#[cfg(test)]
+pub(crate) fn fuzz_config(default_cases: u32) -> proptest::test_runner::Config {
+    let (cases, seed) = fuzz_budget(default_cases);
+    proptest::test_runner::Config {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
+        failure_persistence: None,
+        ..Default::default()
+    }
+}

@@ -62,3 +62,24 @@ where
     );
     decoded
 }
+
+/// An error message as a test compares it: "" when the broker sent none.
+pub fn message(m: &Option<StrBytes>) -> String {
+    m.as_ref().map(|m| m.to_string()).unwrap_or_default()
+}
+
+/// CreateTopics v5 of one topic with replication factor 1: its error code and message.
+pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> (i16, String) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
+    let mut s = connect(broker);
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let resp: CreateTopicsResponse = call(&mut s, ApiKey::CreateTopics, 5, &req);
+    let t = &resp.topics[0];
+    (t.error_code, message(&t.error_message))
+}

@@ -56,15 +56,7 @@ fn accepted(records: &Bytes) -> Vec<Bytes> {
 }
 
 proptest! {
-    #![proptest_config({
-        let (cases, seed) = crate::testing::fuzz_budget(10_000);
-        ProptestConfig {
-            cases,
-            rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    })]
+    #![proptest_config(crate::testing::fuzz_config(10_000))]
 
     #[test]
     fn an_accepted_batch_is_always_readable(

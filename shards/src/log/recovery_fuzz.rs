@@ -134,15 +134,7 @@ async fn check_served(log: &Log, written: &BTreeMap<i64, Bytes>) -> Result<(), S
 }
 
 proptest! {
-    #![proptest_config({
-        let (cases, seed) = crate::testing::fuzz_budget(64);
-        ProptestConfig {
-            cases,
-            rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    })]
+    #![proptest_config(crate::testing::fuzz_config(64))]
 
     #[test]
     fn a_damaged_log_opens_and_serves_only_what_was_written(
