@@ -58,6 +58,7 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 const TOPIC: &str = "matrix";
@@ -308,6 +309,39 @@ fn topic_admin_apis_answer_in_every_version() {
         .with_timeout_ms(10_000);
         let answer: DeleteTopicsResponse = call(&mut conn, ApiKey::DeleteTopics, version, &body);
         assert_eq!(answer.responses[0].error_code, 0, "DeleteTopics v{version}");
+    }
+    for version in 0..=1 {
+        let body =
+            DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+        let answer: DescribeClusterResponse =
+            call(&mut conn, ApiKey::DescribeCluster, version, &body);
+        assert_eq!(answer.error_code, 0, "DescribeCluster v{version}");
+        assert_eq!(answer.brokers.len(), 1);
+        assert_eq!(answer.brokers[0].port as u16, broker.port);
+        assert_eq!(answer.controller_id, answer.brokers[0].broker_id);
+        assert!(!answer.cluster_id.is_empty());
+        assert_eq!(
+            answer.cluster_authorized_operations, 0x1fa0,
+            "every cluster operation"
+        );
+        let without: DescribeClusterResponse = call(
+            &mut conn,
+            ApiKey::DescribeCluster,
+            version,
+            &DescribeClusterRequest::default(),
+        );
+        assert_eq!(
+            without.cluster_authorized_operations,
+            i32::MIN,
+            "not asked for"
+        );
+    }
+    // Kafka: a broker asked for controllers (2) or an unknown endpoint type (9).
+    for (endpoint, code) in [(2, 114), (9, 115)] {
+        let body = DescribeClusterRequest::default().with_endpoint_type(endpoint);
+        let answer: DescribeClusterResponse = call(&mut conn, ApiKey::DescribeCluster, 1, &body);
+        assert_eq!(answer.error_code, code, "endpoint type {endpoint}");
+        assert!(answer.brokers.is_empty());
     }
 }
 

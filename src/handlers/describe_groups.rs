@@ -1,7 +1,7 @@
 //! DescribeGroups: a group's state, protocol and members with their subscriptions and
 //! assignments. A group that does not exist is described as Dead, as Kafka does.
 
-use super::{errors, Request, Response};
+use super::{authorized_operations, errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
@@ -47,12 +47,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
                 .with_group_state(StrBytes::from_static_str(d.state))
                 .with_protocol_type(StrBytes::from_string(d.protocol_type))
                 .with_protocol_data(StrBytes::from_string(d.protocol))
-                // Without ACLs every operation is allowed; Kafka's "not requested" is i32::MIN.
-                .with_authorized_operations(if body.include_authorized_operations {
-                    DESCRIBE_GROUP_OPERATIONS
-                } else {
-                    i32::MIN
-                })
+                .with_authorized_operations(authorized_operations::if_asked(
+                    body.include_authorized_operations,
+                    authorized_operations::GROUP,
+                ))
                 .with_members(
                     d.members
                         .into_iter()
@@ -74,6 +72,3 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
         &DescribeGroupsResponse::default().with_groups(described),
     )
 }
-
-/// READ (3), DELETE (6) and DESCRIBE (8), the group operations, as a bit set.
-const DESCRIBE_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);

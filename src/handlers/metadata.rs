@@ -5,7 +5,7 @@
 //! `default.replication.factor`; the answer then already lists it.
 
 use super::errors;
-use super::{Request, Response};
+use super::{authorized_operations, Request, Response};
 use crate::controller::{self, NewTopic};
 use crate::metadata::{validate_topic_name, TopicInfo};
 use crate::protocol::errors::ErrorCode;
@@ -29,6 +29,12 @@ enum Asked {
 
 pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Response {
     let version = req.version;
+    // v8+ (the cluster's until v10, when DescribeCluster took over) may ask for the
+    // authorized operations; the fields exist only in those versions.
+    let operations = AskedOperations {
+        cluster: (8..=10).contains(&version) && body.include_cluster_authorized_operations,
+        topics: version >= 8 && body.include_topic_authorized_operations,
+    };
     let asked = match body.topics {
         None => Asked::All,
         // v0 has no null: an empty list asks for every topic.
@@ -73,7 +79,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                 }
             })
             .collect();
-        return respond(shard, req, topics);
+        return respond(shard, req, topics, operations);
     }
     let requested = match asked {
         Asked::Names(names) => Some(names),
@@ -111,11 +117,28 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
             .collect(),
     };
     drop(metadata);
-    respond(shard, req, topics)
+    respond(shard, req, topics, operations)
+}
+
+/// Which authorized-operations sets the client asked for.
+#[derive(Clone, Copy)]
+struct AskedOperations {
+    cluster: bool,
+    topics: bool,
 }
 
 /// The answer: this view's brokers, cluster id and controller, and `topics`.
-fn respond(shard: &Shard, req: &Request, topics: Vec<MetadataResponseTopic>) -> Response {
+fn respond(
+    shard: &Shard,
+    req: &Request,
+    mut topics: Vec<MetadataResponseTopic>,
+    operations: AskedOperations,
+) -> Response {
+    if operations.topics {
+        for t in topics.iter_mut().filter(|t| t.error_code == 0) {
+            t.topic_authorized_operations = authorized_operations::TOPIC;
+        }
+    }
     let metadata = shard.metadata();
     let brokers = metadata
         .brokers
@@ -132,6 +155,10 @@ fn respond(shard: &Shard, req: &Request, topics: Vec<MetadataResponseTopic>) -> 
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(metadata.cluster_id.clone())))
         .with_controller_id(BrokerId(metadata.controller_id))
+        .with_cluster_authorized_operations(authorized_operations::if_asked(
+            operations.cluster,
+            authorized_operations::CLUSTER,
+        ))
         .with_topics(topics);
     req.respond(ApiKey::Metadata, &resp)
 }

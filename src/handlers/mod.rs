@@ -7,12 +7,14 @@
 //! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
 mod api_versions;
+mod authorized_operations;
 mod create_partitions;
 mod create_topics;
 #[cfg(test)]
 mod decode_fuzz;
 mod delete_groups;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 pub mod errors;
@@ -203,6 +205,7 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::DeleteTopics(r) => delete_topics::handle(shard, req, r).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
+        RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, req, r),
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(shard, req, r).await

@@ -24,6 +24,10 @@ impl ErrorCode {
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode::of(ResponseError::NotLeaderOrFollower);
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode::of(ResponseError::RequestTimedOut);
     pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::MessageTooLarge);
+    pub const MISMATCHED_ENDPOINT_TYPE: ErrorCode =
+        ErrorCode::of(ResponseError::MismatchedEndpointType);
+    pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode =
+        ErrorCode::of(ResponseError::UnsupportedEndpointType);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode =
         ErrorCode::of(ResponseError::ThrottlingQuotaExceeded);
     pub const RECORD_LIST_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::RecordListTooLarge);

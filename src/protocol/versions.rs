@@ -28,6 +28,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 /// The API key's entry, if Ferrite serves it.

@@ -1,4 +1,4 @@
-"""AdminClient (librdkafka 2.16) against Ferrite: create, describe, grow and delete topics."""
+"""AdminClient (librdkafka 2.16) against Ferrite: create, describe, grow and delete topics;\ndescribe the cluster."""
 import sys
 import time
 
@@ -49,6 +49,13 @@ assert entries["retention.ms"].source == 1, "TOPIC_CONFIG"
 assert entries["segment.bytes"].value == "1048576"
 assert entries["cleanup.policy"].value == "delete"
 assert entries["cleanup.policy"].source == 5, "DEFAULT_CONFIG"
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AclOperation
+described = admin.describe_topics(TopicCollection(["admin-a"]), include_authorized_operations=True,
+                                  request_timeout=T)["admin-a"].result(timeout=T)
+assert len(described.partitions) == 3
+assert AclOperation.READ in described.authorized_operations, described.authorized_operations
+assert AclOperation.ALTER_CONFIGS in described.authorized_operations
 broker_cfg = list(admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")], request_timeout=T).values())[0].result(timeout=T)
 assert broker_cfg["num.partitions"].value == "1"
 
@@ -64,4 +71,13 @@ while "admin-a" in admin.list_topics(timeout=T).topics:
     time.sleep(0.1)
 got = code_of(admin.delete_topics(["admin-a"], request_timeout=T)["admin-a"])
 assert got == KafkaError.UNKNOWN_TOPIC_OR_PART, got
+
+# DescribeCluster (librdkafka uses the API itself, KIP-700).
+cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=T).result(timeout=T)
+assert cluster.cluster_id, cluster
+assert [n.id for n in cluster.nodes] == [0], cluster.nodes
+assert cluster.controller is not None and cluster.controller.id == 0, cluster.controller
+assert cluster.nodes[0].port == int(bootstrap.rsplit(":", 1)[1])
+assert AclOperation.ALTER_CONFIGS in cluster.authorized_operations, cluster.authorized_operations
+assert AclOperation.IDEMPOTENT_WRITE in cluster.authorized_operations
 print("admin ok")

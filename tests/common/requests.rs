@@ -134,6 +134,11 @@ pub fn populated(api: ApiKey) -> RequestKind {
                     ]),
             ]),
         ),
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(
+            DescribeClusterRequest::default()
+                .with_include_cluster_authorized_operations(true)
+                .with_endpoint_type(1),
+        ),
         other => panic!("{other:?} is served but has no sample request here"),
     }
 }
@@ -178,6 +183,7 @@ impl DefaultOf for RequestKind {
             RequestKind::DeleteTopics(_) => RequestKind::DeleteTopics(Default::default()),
             RequestKind::DescribeConfigs(_) => RequestKind::DescribeConfigs(Default::default()),
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
+            RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::OffsetForLeaderEpoch(_) => {
                 RequestKind::OffsetForLeaderEpoch(Default::default())
             }
