@@ -12,8 +12,12 @@ use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
 use ferrite_shards::batch::legacy::{put_message, Message, MAGIC_V0, MAGIC_V1};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -59,6 +63,8 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeLogDirs, 0, 4),
 ];
 
 const TOPIC: &str = "matrix";
@@ -408,6 +414,42 @@ fn offset_apis_answer_in_every_version() {
         assert_eq!(
             fetched, committed,
             "OffsetFetch v{version} reads what v{version} committed"
+        );
+    }
+    for version in 0..=4 {
+        let body = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(topic_name(TOPIC))
+                .with_partitions(vec![0]),
+        ]));
+        let answer: DescribeLogDirsResponse =
+            call(&mut conn, ApiKey::DescribeLogDirs, version, &body);
+        let dir = &answer.results[0];
+        assert_eq!(dir.error_code, 0, "DescribeLogDirs v{version}");
+        assert_eq!(dir.topics[0].partitions[0].partition_index, 0);
+        assert!(dir.topics[0].partitions[0].partition_size > 0, "v{version}");
+        if version >= 4 {
+            assert!(
+                dir.total_bytes > 0 && dir.usable_bytes > 0,
+                "v4 sizes the volume"
+            );
+        }
+    }
+    // Three records: each DeleteRecords version moves the log start one further.
+    for version in 0..=2 {
+        let body = DeleteRecordsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(topic_name(TOPIC))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(version as i64 + 1)])]);
+        let answer: DeleteRecordsResponse = call(&mut conn, ApiKey::DeleteRecords, version, &body);
+        let p = &answer.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.low_watermark),
+            (0, version as i64 + 1),
+            "DeleteRecords v{version}"
         );
     }
 }

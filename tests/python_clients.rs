@@ -70,3 +70,25 @@ fn kafka_python_admin_client_groups_and_every_codec() {
         }
     }
 }
+
+#[test]
+fn delete_records_through_both_admin_clients_moves_the_log_start_for_good() {
+    let mut broker = Broker::start(&["--set", "group.initial.rebalance.delay.ms=0"]);
+    let out = python("delete_records.py", &[&broker.addr, "before-restart"]);
+    assert!(out.contains("delete records ok (before-restart)"), "{out}");
+    assert!(broker.stop().success());
+    broker.restart();
+    let out = python("delete_records.py", &[&broker.addr, "after-restart"]);
+    assert!(out.contains("delete records ok (after-restart)"), "{out}");
+}
+
+#[test]
+fn kafka_python_describes_the_log_dir_and_its_partitions() {
+    let broker = Broker::start(&[]);
+    let data_dir = std::fs::canonicalize(&broker.data_dir).unwrap();
+    let out = python(
+        "kafka_python_log_dirs.py",
+        &[&broker.addr, data_dir.to_str().unwrap()],
+    );
+    assert!(out.contains("log dirs ok"), "{out}");
+}

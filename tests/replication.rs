@@ -510,3 +510,64 @@ fn a_leader_whose_session_expired_acknowledges_nothing() {
         );
     }
 }
+
+#[test]
+fn delete_records_on_the_leader_moves_every_replicas_log_start() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk, REPLICATION);
+    create_replicated(&brokers[0], "trimmed");
+    let leader = leader_of(&brokers[0], "trimmed");
+    let lines: String = (0..40).map(|i| format!("r{i}\n")).collect();
+    kcat(
+        &brokers[node_index(leader)],
+        &["-P", "-t", "trimmed", "-p", "0", "-X", "acks=all"],
+        Some(lines.as_bytes()),
+    );
+    let mut conn = common::wire::connect(&brokers[node_index(leader)]);
+    let body = DeleteRecordsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(kafka_protocol::messages::TopicName("trimmed".into()))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(25)])]);
+    let answer: DeleteRecordsResponse =
+        common::wire::call(&mut conn, ApiKey::DeleteRecords, 2, &body);
+    let p = &answer.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.low_watermark), (0, 25));
+    // A follower asked is not the leader.
+    let follower = (node_index(leader) + 1) % 3;
+    let mut other = common::wire::connect(&brokers[follower]);
+    let refused: DeleteRecordsResponse =
+        common::wire::call(&mut other, ApiKey::DeleteRecords, 2, &body);
+    assert_eq!(
+        refused.topics[0].partitions[0].error_code, 6,
+        "NOT_LEADER_OR_FOLLOWER"
+    );
+    // Each follower moves its own log start when it next fetches.
+    for b in &brokers {
+        let file = b.data_dir.join("trimmed-0/log-start-offset");
+        wait_until(
+            Duration::from_secs(10),
+            "a replica's log start at 25",
+            || std::fs::read_to_string(&file).is_ok_and(|s| s.lines().nth(1) == Some("25")),
+        );
+    }
+    // So a new leader serves from 25 as well.
+    brokers[node_index(leader)].kill9();
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "a new leader",
+        || {
+            let l = leader_of(&brokers[follower], "trimmed");
+            l > 0 && l != leader
+        },
+    );
+    let offsets = kcat_consume(&brokers[follower], "trimmed", "%o\n");
+    let want: Vec<String> = (25..40).map(|o| o.to_string()).collect();
+    assert_eq!(offsets, want);
+}

@@ -561,3 +561,43 @@ async fn controller_client_creates_and_deletes_topics() {
         vec![0, 1]
     );
 }
+
+/// DeleteRecords (rskafka sends v1): earliest follows, a fetch below it is out of range, and
+/// an offset past the high watermark is refused with OFFSET_OUT_OF_RANGE, changing nothing.
+#[tokio::test]
+async fn delete_records_moves_earliest_and_refuses_past_the_end() {
+    let broker = Broker::start(&[]);
+    let client = client(&broker).await;
+    create(&client, "rsk-trimmed", 1, 1)
+        .await
+        .expect("create topic");
+    let p = partition(&client, "rsk-trimmed", 0).await;
+    for i in 0..4 {
+        produce(&p, records("trim", i * 5, 5), Compression::NoCompression).await;
+    }
+    within("DeleteRecords", p.delete_records(7, 5_000))
+        .await
+        .expect("delete records before 7");
+    assert_eq!(offset(&p, OffsetAt::Earliest).await, 7);
+    let below = within(
+        "fetching below the start",
+        p.fetch_records(3, 1..1 << 20, 100),
+    )
+    .await;
+    assert_eq!(
+        server_error("fetch below the start", below),
+        ProtocolError::OffsetOutOfRange
+    );
+    let (got, _) = fetch(&p, 7, 1 << 20).await;
+    assert_eq!(
+        got.first().map(|r| r.offset),
+        Some(7),
+        "the first record left"
+    );
+    let past = within("DeleteRecords past the end", p.delete_records(21, 5_000)).await;
+    assert_eq!(
+        server_error("delete past the end", past),
+        ProtocolError::OffsetOutOfRange
+    );
+    assert_eq!(offset(&p, OffsetAt::Earliest).await, 7);
+}

@@ -458,6 +458,46 @@ fn sarama_oldest_admin_lists_topics_and_describes_their_configs() {
     config_admin(OLDEST_CREATE_TOPICS, OLDEST_CONFIGS);
 }
 
+/// ClusterAdmin.DeleteRecords (DeleteRecords v0, at any setting from V0_11_0_0): the log start
+/// moves, and a consumer from the beginning starts there.
+#[test]
+fn sarama_newest_admin_deletes_records() {
+    let broker = Broker::start(&["--set", "num.partitions=2"]);
+    let lines: String = (0..30).map(|i| format!("r{i}\n")).collect();
+    kcat(
+        &broker,
+        &["-P", "-t", "trimmed", "-p", "0"],
+        Some(lines.as_bytes()),
+    );
+    let sarama = Sarama::at(&broker, NEWEST);
+    let done = sarama.admin(
+        "delete-records",
+        &["-topic", "trimmed", "-partition-ids", "0=12,1=-1"],
+    );
+    assert_eq!(done, Ok(vec![json!({"deleted": "trimmed"})]));
+    let read = kcat(
+        &broker,
+        &[
+            "-C",
+            "-t",
+            "trimmed",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%o\n",
+        ],
+        None,
+    );
+    let first = String::from_utf8_lossy(&read)
+        .lines()
+        .next()
+        .map(str::to_string);
+    assert_eq!(first.as_deref(), Some("12"));
+}
+
 #[test]
 fn sarama_newest_admin_lists_describes_and_deletes_consumer_groups() {
     group_admin(NEWEST, NEWEST);

@@ -120,16 +120,24 @@ async fn by_timestamp(p: &Rc<Partition>, timestamp: i64, hw: i64) -> Result<(i64
     let Some(batch) = found else {
         return Ok((-1, -1));
     };
-    Ok(first_record_at_or_after(batch.bytes, timestamp)
-        .unwrap_or((batch.header.base_offset, batch.header.max_timestamp)))
+    // Kafka searches from the log start: records below it (DeleteRecords inside a batch)
+    // are not answered.
+    let start = p.log().log_start_offset();
+    Ok(
+        first_record_at_or_after(batch.bytes, timestamp, start).unwrap_or((
+            batch.header.base_offset.max(start),
+            batch.header.max_timestamp,
+        )),
+    )
 }
 
-/// The first record of `batch` whose timestamp is at or after `timestamp`.
-fn first_record_at_or_after(mut batch: Bytes, timestamp: i64) -> Option<(i64, i64)> {
+/// The first record of `batch` at or after offset `start` whose timestamp is at or after
+/// `timestamp`.
+fn first_record_at_or_after(mut batch: Bytes, timestamp: i64, start: i64) -> Option<(i64, i64)> {
     let set = RecordBatchDecoder::decode(&mut batch).ok()?;
     set.records
         .iter()
-        .find(|r| r.timestamp >= timestamp)
+        .find(|r| r.offset >= start && r.timestamp >= timestamp)
         .map(|r| (r.offset, r.timestamp))
 }
 

@@ -13,10 +13,12 @@ mod create_topics;
 #[cfg(test)]
 mod decode_fuzz;
 mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 pub mod errors;
 mod fetch;
 mod find_coordinator;
@@ -206,6 +208,8 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, req, r),
+        RequestKind::DeleteRecords(r) => delete_records::handle(shard, req, r).await,
+        RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, req, r).await,
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(shard, req, r).await

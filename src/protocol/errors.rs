@@ -28,6 +28,7 @@ impl ErrorCode {
         ErrorCode::of(ResponseError::MismatchedEndpointType);
     pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedEndpointType);
+    pub const POLICY_VIOLATION: ErrorCode = ErrorCode::of(ResponseError::PolicyViolation);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode =
         ErrorCode::of(ResponseError::ThrottlingQuotaExceeded);
     pub const RECORD_LIST_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::RecordListTooLarge);

@@ -29,6 +29,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeLogDirs, 0, 4),
 ];
 
 /// The API key's entry, if Ferrite serves it.

@@ -280,6 +280,10 @@ async fn fetch_once(
                         }
                     }
                     p.follow_high_watermark(d.high_watermark);
+                    if let Err(e) = p.follow_log_start(d.log_start_offset).await {
+                        tracing::error!(topic = %p.topic(), partition = p.index(), error = %e,
+                            "following the leader's log start failed");
+                    }
                 }
                 ErrorCode::OFFSET_OUT_OF_RANGE => {
                     let end = p.log().log_end_offset();

@@ -134,6 +134,22 @@ pub fn populated(api: ApiKey) -> RequestKind {
                     ]),
             ]),
         ),
+        ApiKey::DeleteRecords => {
+            RequestKind::DeleteRecords(DeleteRecordsRequest::default().with_topics(vec![
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(topic)
+                    .with_partitions(vec![delete_records_request::DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(-1)]),
+            ]))
+        }
+        ApiKey::DescribeLogDirs => {
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+                describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(topic)
+                    .with_partitions(vec![0, 1]),
+            ])))
+        }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -184,6 +200,8 @@ impl DefaultOf for RequestKind {
             RequestKind::DescribeConfigs(_) => RequestKind::DescribeConfigs(Default::default()),
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
+            RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
+            RequestKind::DescribeLogDirs(_) => RequestKind::DescribeLogDirs(Default::default()),
             RequestKind::OffsetForLeaderEpoch(_) => {
                 RequestKind::OffsetForLeaderEpoch(Default::default())
             }

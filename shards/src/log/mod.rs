@@ -29,6 +29,7 @@ mod retention;
 mod roll;
 mod scan;
 mod segment;
+mod start;
 mod verified;
 mod writer;
 
@@ -170,6 +171,9 @@ pub(crate) struct LogInner {
 pub(crate) struct LogState {
     /// Ascending by base offset; the last is the active segment. Never empty.
     segments: Vec<Segment>,
+    /// The first offset served: the first segment's base, or past it after DeleteRecords
+    /// (`start.rs`).
+    start_offset: i64,
     /// Offset after the last written batch.
     end_offset: i64,
     /// Everything below is on stable storage.
@@ -259,7 +263,7 @@ impl Log {
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        self.inner.state.borrow().segments[0].base_offset
+        self.inner.state.borrow().start_offset
     }
 
     /// The offset the next appended record will get.

@@ -118,7 +118,7 @@ impl super::Log {
         }
         let (log_start, log_end) = {
             let st = inner.state.borrow();
-            (st.segments[0].base_offset, st.end_offset)
+            (st.start_offset, st.end_offset)
         };
         if from < log_start || from > log_end {
             return Err(Error::OffsetOutOfRange {

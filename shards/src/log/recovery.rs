@@ -78,21 +78,23 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         IoMode::Buffered => None,
     };
     let end_offset = active.next_offset;
-    let log_start = segments[0].base_offset;
+    let first_base = segments[0].base_offset;
+    let log_start = super::start::on_open(super::start::load(dir).await, first_base, end_offset);
     let mut epochs = LeaderEpochCache::load(dir).await;
     let cleaner = super::clean::state::CleanerState::load(dir).await;
     let epochs_changed =
         epochs.truncate_from_end(end_offset) | epochs.truncate_from_start(log_start);
-    let flushed = point.map(|p| p.offset).unwrap_or(log_start);
+    let flushed = point.map(|p| p.offset).unwrap_or(first_base);
     let inner = Rc::new(LogInner {
         dir: dir.to_path_buf(),
         mode: options.io_mode,
         config: RefCell::new(Rc::new(options.config)),
         state: RefCell::new(LogState {
             segments,
+            start_offset: log_start,
             end_offset,
             flushed_offset: flushed.min(end_offset),
-            recovery_point: point.unwrap_or(RecoveryPoint::start_of(log_start)),
+            recovery_point: point.unwrap_or(RecoveryPoint::start_of(first_base)),
             unflushed_messages: 0,
             oldest_unflushed_ms: None,
             last_checkpoint_ms: now_ms(),

@@ -71,7 +71,9 @@ impl super::Log {
                 removed_bytes += s.size;
                 count += 1;
             }
-            st.segments.drain(..count).collect()
+            let doomed = st.segments.drain(..count).collect();
+            st.start_offset = st.start_offset.max(st.segments[0].base_offset);
+            doomed
         };
         let deleted_bytes = doomed.iter().map(|s| s.size).sum();
         for s in &doomed {
@@ -165,9 +167,13 @@ async fn restart_at(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
     {
         let mut st = inner.state.borrow_mut();
         st.segments = vec![fresh];
+        st.start_offset = offset;
         st.end_offset = offset;
         st.flushed_offset = offset;
     }
+    // A start stored before (DeleteRecords) would otherwise hide records once the log grows
+    // past it again.
+    super::start::store(&inner.dir, offset).await?;
     reopen_direct(inner).await?;
     after_truncation(inner).await
 }
@@ -272,6 +278,7 @@ async fn after_truncation(inner: &Rc<LogInner>) -> Result<()> {
     let end = {
         let mut st = inner.state.borrow_mut();
         let end = st.end_offset;
+        st.start_offset = st.start_offset.min(end);
         st.read_hints.clear();
         st.recent_positions.retain(|&(o, _)| o < end);
         if st.recovery_point.offset > end {

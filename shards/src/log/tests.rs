@@ -801,3 +801,49 @@ both_modes!(
         log.close().await.unwrap();
     }
 );
+
+both_modes!(
+    the_log_start_moves_inside_a_segment_and_survives_a_restart,
+    |dir: PathBuf, mode| async move {
+        let config = LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
+        let log = open(&dir, mode, config.clone()).await;
+        for i in 0..12 {
+            append(&log, &records(2, 300, i)).await;
+        }
+        let bases = log.segment_bases();
+        assert!(bases.len() >= 3, "{bases:?}");
+        // Inside the second segment: the first goes, the second stays.
+        let start = bases[1] + 1;
+        assert_eq!(log.advance_start_to(start).await.unwrap(), start);
+        assert_eq!(log.log_start_offset(), start);
+        assert_eq!(log.segment_bases()[0], bases[1]);
+        let end = log.log_end_offset();
+        assert!(matches!(
+            log.read(start - 1, 1 << 20, end).await,
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        // The batch holding the start is served whole, as Kafka serves it.
+        let r = log.read(start, 1 << 20, end).await.unwrap();
+        let first = batch::BatchHeader::parse(&r.to_bytes().await.unwrap()).unwrap();
+        assert!(first.base_offset < start && first.last_offset() >= start);
+        // Never backwards; never past the end.
+        assert_eq!(log.advance_start_to(start - 1).await.unwrap(), start);
+        log.close().await.unwrap();
+
+        let log = open(&dir, mode, config.clone()).await;
+        assert_eq!(log.log_start_offset(), start, "kept across a restart");
+        assert_eq!(log.advance_start_to(end + 100).await.unwrap(), end);
+        assert_eq!(log.segment_count(), 1, "every segment below the end went");
+        assert!(log.read(end, 1 << 20, end).await.unwrap().chunks.is_empty());
+        // Appends go on from the end.
+        assert_eq!(append(&log, &records(1, 10, 99)).await.base_offset, end);
+        log.close().await.unwrap();
+        let log = open(&dir, mode, config).await;
+        assert_eq!(log.log_start_offset(), end);
+        assert_eq!(log.log_end_offset(), end + 1);
+        log.close().await.unwrap();
+    }
+);

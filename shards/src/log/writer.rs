@@ -312,7 +312,7 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, in_flight: usize)
     if appends.is_empty() {
         return Next::Nothing;
     }
-    let log_start = inner.state.borrow().segments[0].base_offset;
+    let log_start = inner.state.borrow().start_offset;
     let mut g = match group::place(appends, issued.position, issued.offset, log_start) {
         Ok(g) => g,
         Err((appends, e)) => {

@@ -10,6 +10,7 @@
 //! A follower's high watermark is the leader's, capped at its own log end.
 
 use super::Partition;
+use crate::error::{Error, Result};
 use crate::types::now_ms;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -261,6 +262,36 @@ impl Partition {
     /// A follower's high watermark: the leader's, capped at what this replica has.
     pub fn follow_high_watermark(&self, leader_hw: i64) {
         self.advance_high_watermark(leader_hw.min(self.log.log_end_offset()));
+    }
+
+    /// A follower moves its log start with its leader's (DeleteRecords on the leader), no
+    /// further than its own high watermark (Kafka's `maybeIncrementLogStartOffset` from the
+    /// fetcher).
+    pub async fn follow_log_start(&self, leader_log_start: i64) -> Result<()> {
+        let target = leader_log_start.min(self.high_watermark.get());
+        if target > self.log.log_start_offset() {
+            self.log.advance_start_to(target).await?;
+        }
+        Ok(())
+    }
+
+    /// DeleteRecords on the leader: the log start moves to `offset` (-1: the high watermark),
+    /// which may not pass the high watermark (OFFSET_OUT_OF_RANGE, as Kafka). Returns the low
+    /// watermark: this replica's log start after the move.
+    pub async fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        if !self.leads() {
+            return Err(Error::NotLeader(self.log.dir().to_path_buf()));
+        }
+        let hw = self.high_watermark.get();
+        let offset = if offset == -1 { hw } else { offset };
+        if offset < 0 || offset > hw {
+            return Err(Error::OffsetOutOfRange {
+                offset,
+                log_start: self.log.log_start_offset(),
+                log_end: hw,
+            });
+        }
+        self.log.advance_start_to(offset).await
     }
 
     /// The ISR the leader should have now, if it differs from the current one: followers that

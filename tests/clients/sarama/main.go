@@ -607,8 +607,33 @@ func adminOp(admin sarama.ClusterAdmin, op string, a *adminFlags) error {
 		return describeGroups(admin, a.group)
 	case "list-group-offsets":
 		return listGroupOffsets(admin, a)
+	case "delete-records":
+		return deleteRecords(admin, a)
 	}
 	fatalf("unknown admin operation %q", op)
+	return nil
+}
+
+// deleteRecords moves log starts: -partition-ids "PARTITION=OFFSET,...". Sarama 1.22 sends
+// DeleteRecords v0 to the controller and does not look at the per-partition errors.
+func deleteRecords(admin sarama.ClusterAdmin, a *adminFlags) error {
+	offsets := map[int32]int64{}
+	for _, kv := range strings.Split(a.partitionIDs, ",") {
+		parts := strings.SplitN(kv, "=", 2)
+		if len(parts) != 2 {
+			fatalf("-partition-ids %q is not PARTITION=OFFSET,...", a.partitionIDs)
+		}
+		p, err1 := strconv.Atoi(parts[0])
+		o, err2 := strconv.ParseInt(parts[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			fatalf("-partition-ids %q is not PARTITION=OFFSET,...", a.partitionIDs)
+		}
+		offsets[int32(p)] = o
+	}
+	if err := admin.DeleteRecords(oneTopic(a), offsets); err != nil {
+		return err
+	}
+	emit(map[string]interface{}{"deleted": oneTopic(a)})
 	return nil
 }
 
