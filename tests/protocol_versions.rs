@@ -65,6 +65,7 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 0, 4),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 const TOPIC: &str = "matrix";

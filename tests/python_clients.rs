@@ -92,3 +92,10 @@ fn kafka_python_describes_the_log_dir_and_its_partitions() {
     );
     assert!(out.contains("log dirs ok"), "{out}");
 }
+
+#[test]
+fn kafka_python_deletes_group_offsets_as_kafka_does() {
+    let broker = Broker::start(&["--set", "group.initial.rebalance.delay.ms=0"]);
+    let out = python("kafka_python_offset_delete.py", &[&broker.addr]);
+    assert!(out.contains("offset delete ok"), "{out}");
+}

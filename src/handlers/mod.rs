@@ -30,6 +30,7 @@ mod list_groups;
 mod list_offsets;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
@@ -210,6 +211,7 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, req, r),
         RequestKind::DeleteRecords(r) => delete_records::handle(shard, req, r).await,
         RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, req, r).await,
+        RequestKind::OffsetDelete(r) => offset_delete::handle(shard, req, r).await,
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(shard, req, r).await

@@ -29,6 +29,8 @@ impl ErrorCode {
     pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedEndpointType);
     pub const POLICY_VIOLATION: ErrorCode = ErrorCode::of(ResponseError::PolicyViolation);
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode =
+        ErrorCode::of(ResponseError::GroupSubscribedToTopic);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode =
         ErrorCode::of(ResponseError::ThrottlingQuotaExceeded);
     pub const RECORD_LIST_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::RecordListTooLarge);

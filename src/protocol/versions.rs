@@ -31,6 +31,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 0, 4),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The API key's entry, if Ferrite serves it.

@@ -150,6 +150,17 @@ pub fn populated(api: ApiKey) -> RequestKind {
                     .with_partitions(vec![0, 1]),
             ])))
         }
+        ApiKey::OffsetDelete => RequestKind::OffsetDelete(
+            OffsetDeleteRequest::default()
+                .with_group_id(group)
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(topic)
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default(),
+                        ]),
+                ]),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -201,6 +212,7 @@ impl DefaultOf for RequestKind {
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
+            RequestKind::OffsetDelete(_) => RequestKind::OffsetDelete(Default::default()),
             RequestKind::DescribeLogDirs(_) => RequestKind::DescribeLogDirs(Default::default()),
             RequestKind::OffsetForLeaderEpoch(_) => {
                 RequestKind::OffsetForLeaderEpoch(Default::default())

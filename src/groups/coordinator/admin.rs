@@ -106,3 +106,90 @@ impl Coordinator {
         ErrorCode::NONE
     }
 }
+
+/// A partition's answer to OffsetDelete.
+pub type OffsetDeleted = ((String, i32), ErrorCode);
+
+impl Coordinator {
+    /// OffsetDelete, as Kafka's `GroupCoordinator.handleDeleteOffsets`: an empty group loses
+    /// the offsets of every asked partition; a consumer group with members keeps those of the
+    /// topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the others; any other
+    /// group with members is NON_EMPTY_GROUP. Asked partitions without an offset count as
+    /// deleted, as in Kafka.
+    pub async fn delete_offsets(
+        self: &Rc<Self>,
+        partition: i32,
+        group_id: &str,
+        asked: Vec<(String, i32)>,
+    ) -> Result<Vec<OffsetDeleted>, ErrorCode> {
+        let Some(group) = self.group(group_id) else {
+            return Err(ErrorCode::GROUP_ID_NOT_FOUND);
+        };
+        let (eligible, refused, tombstones) = {
+            let g = group.borrow();
+            let subscribed = match g.state {
+                State::Dead => return Err(ErrorCode::GROUP_ID_NOT_FOUND),
+                State::Empty => Vec::new(),
+                _ if g.protocol_type.as_deref() == Some("consumer") => subscribed_topics(&g),
+                _ => return Err(ErrorCode::NON_EMPTY_GROUP),
+            };
+            let (refused, eligible): (Vec<_>, Vec<_>) =
+                asked.into_iter().partition(|(t, _)| subscribed.contains(t));
+            let tombstones: Vec<(Bytes, Option<Bytes>)> = eligible
+                .iter()
+                .filter(|tp| g.offsets.contains_key(*tp))
+                .map(|(t, p)| {
+                    let key = Key::Offset {
+                        group: group_id.to_string(),
+                        topic: t.clone(),
+                        partition: *p,
+                    };
+                    (key.encode(), None)
+                })
+                .collect();
+            (eligible, refused, tombstones)
+        };
+        if !tombstones.is_empty() {
+            self.append(partition, tombstones).await?;
+            let mut g = group.borrow_mut();
+            for tp in &eligible {
+                g.offsets.remove(tp);
+            }
+            tracing::info!(group = %group_id, partitions = eligible.len(), "offsets deleted");
+        }
+        Ok(eligible
+            .into_iter()
+            .map(|tp| (tp, ErrorCode::NONE))
+            .chain(
+                refused
+                    .into_iter()
+                    .map(|tp| (tp, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC)),
+            )
+            .collect())
+    }
+}
+
+/// The topics a consumer group's members subscribe to, from their subscriptions in the
+/// group's protocol (`ConsumerProtocolSubscription`, a version then the fields). A member
+/// whose subscription does not parse adds nothing, as Kafka's `computeSubscribedTopics`
+/// then knows none.
+fn subscribed_topics(g: &Group) -> Vec<String> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    let Some(protocol) = g.protocol.as_deref() else {
+        return Vec::new();
+    };
+    let mut topics = Vec::new();
+    for m in g.members.values() {
+        let mut meta = m.metadata_for(protocol);
+        if meta.len() < 2 {
+            continue;
+        }
+        let version = bytes::Buf::get_i16(&mut meta);
+        // Newer versions only add fields: read what this codec knows (3 is the newest).
+        if let Ok(s) = ConsumerProtocolSubscription::decode(&mut meta, version.clamp(0, 3)) {
+            topics.extend(s.topics.into_iter().map(|t| t.to_string()));
+        }
+    }
+    topics
+}
