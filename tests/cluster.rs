@@ -258,3 +258,61 @@ fn a_chroot_zookeeper_cannot_hold_stops_the_broker_with_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// IncrementalAlterConfigs on one broker of a ZooKeeper cluster: the configs go to
+/// `/config/topics/<t>` (with a `/config/changes` notification) and every broker's view, so
+/// every broker reports them (and its shards apply them, as on a single node).
+#[test]
+fn a_topic_config_altered_on_one_broker_is_in_force_on_every_broker() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    };
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &["--set", "num.partitions=3"]);
+    kcat(&brokers[0], &["-L", "-t", "shared"], None);
+    let describe = |b: &Broker| {
+        let mut conn = wire::connect(b);
+        let body = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("shared"))
+                .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")])),
+        ]);
+        let answer: DescribeConfigsResponse =
+            wire::call(&mut conn, ApiKey::DescribeConfigs, 4, &body);
+        let entry = answer.results[0].configs.first().cloned();
+        entry.map(|e| (e.value.map(|v| v.to_string()), e.config_source))
+    };
+    wait_until(Duration::from_secs(10), "the topic on every broker", || {
+        brokers.iter().all(|b| describe(b).is_some())
+    });
+    let mut conn = wire::connect(&brokers[1]);
+    let body = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("shared"))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("1234567")))]),
+    ]);
+    let answer: IncrementalAlterConfigsResponse =
+        wire::call(&mut conn, ApiKey::IncrementalAlterConfigs, 1, &body);
+    assert_eq!(
+        answer.responses[0].error_code, 0,
+        "{:?}",
+        answer.responses[0]
+    );
+    for b in &brokers {
+        wait_until(
+            Duration::from_secs(10),
+            "every broker reports the change",
+            || describe(b) == Some((Some("1234567".to_string()), 1)),
+        );
+    }
+}

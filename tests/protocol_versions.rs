@@ -66,6 +66,8 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 0, 4),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 const TOPIC: &str = "matrix";

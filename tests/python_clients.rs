@@ -99,3 +99,20 @@ fn kafka_python_deletes_group_offsets_as_kafka_does() {
     let out = python("kafka_python_offset_delete.py", &[&broker.addr]);
     assert!(out.contains("offset delete ok"), "{out}");
 }
+
+#[test]
+fn confluent_alters_topic_configs_in_force_at_once_and_kept() {
+    let mut broker = Broker::start(&["--set", "log.retention.check.interval.ms=500"]);
+    let out = python(
+        "confluent_alter_configs.py",
+        &[&broker.addr, "before-restart"],
+    );
+    assert!(out.contains("alter configs ok"), "{out}");
+    assert!(broker.stop().success());
+    broker.restart();
+    let out = python(
+        "confluent_alter_configs.py",
+        &[&broker.addr, "after-restart"],
+    );
+    assert!(out.contains("alter configs kept"), "{out}");
+}

@@ -53,6 +53,12 @@ pub enum Request {
         replicas: Vec<Vec<i32>>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Replaces a topic's config overrides (AlterConfigs, IncrementalAlterConfigs).
+    AlterTopicConfig {
+        topic: String,
+        configs: BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`.
     UpdateIsr {
         topic: String,
@@ -93,6 +99,45 @@ pub async fn create_topic(client: &Client, t: &PlannedTopic) -> CreateOutcome {
         Err(Error::NodeExists) => CreateOutcome::AlreadyExists,
         Err(e) => CreateOutcome::Failed(e.to_string()),
     }
+}
+
+/// Writes `/config/topics/<t>` and then, as Kafka's `AdminZkClient.changeTopicConfig`, a
+/// `/config/changes` notification; every broker's watch brings the new configs into its view.
+pub async fn alter_topic_config(
+    client: &Client,
+    topic: &str,
+    configs: BTreeMap<String, String>,
+) -> Result<(), String> {
+    match client.check_stat(&znodes::topic_path(topic)).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(format!("topic {topic} does not exist")),
+        Err(e) => return Err(e.to_string()),
+    }
+    let config = znodes::encode(&TopicConfig {
+        version: 1,
+        config: configs,
+    });
+    let path = znodes::topic_config_path(topic);
+    match client.set_data(&path, &config, None).await {
+        Ok(_) => {}
+        Err(Error::NoNode) => {
+            client
+                .create(&path, &config, &persistent())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    let change = znodes::encode(&znodes::ConfigChange {
+        version: 2,
+        entity_path: format!("topics/{topic}"),
+    });
+    let notification = format!("{}/config_change_", znodes::CONFIG_CHANGES);
+    client
+        .create(&notification, &change, &super::zk::persistent_sequential())
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 pub async fn mark_for_deletion(client: &Client, name: &str) -> Result<bool, String> {

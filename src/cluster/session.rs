@@ -336,6 +336,14 @@ impl ControlLoop {
                 let r = requests::add_partitions(&s.client, &topic, existing, replicas).await;
                 let _ = reply.send(r);
             }
+            Request::AlterTopicConfig {
+                topic,
+                configs,
+                reply,
+            } => {
+                let r = requests::alter_topic_config(&s.client, &topic, configs).await;
+                let _ = reply.send(r);
+            }
             Request::UpdateIsr {
                 topic,
                 partition,

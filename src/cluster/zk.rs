@@ -7,6 +7,10 @@ pub fn persistent() -> CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
 }
 
+pub fn persistent_sequential() -> CreateOptions<'static> {
+    CreateMode::PersistentSequential.with_acls(Acls::anyone_all())
+}
+
 pub fn ephemeral() -> CreateOptions<'static> {
     CreateMode::Ephemeral.with_acls(Acls::anyone_all())
 }

@@ -6,7 +6,8 @@
 //! - `/brokers/topics/<t>`: a topic's id and replica assignment;
 //! - `/brokers/topics/<t>/partitions/<p>/state`: leader, leader epoch, ISR — changed only by a
 //!   conditional set on the znode's version;
-//! - `/config/topics/<t>`: the topic's config overrides;
+//! - `/config/topics/<t>`: the topic's config overrides, and `/config/changes/config_change_<n>`
+//!   (sequential) telling Kafka brokers which entity changed;
 //! - `/admin/delete_topics/<t>`: a deletion the controller carries out;
 //! - `/cluster/id`, and `/latest_producer_id_block` for idempotent producer ids.
 
@@ -18,6 +19,7 @@ pub const TOPICS: &str = "/brokers/topics";
 pub const CONTROLLER: &str = "/controller";
 pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const TOPIC_CONFIGS: &str = "/config/topics";
+pub const CONFIG_CHANGES: &str = "/config/changes";
 pub const DELETE_TOPICS: &str = "/admin/delete_topics";
 pub const CLUSTER_ID: &str = "/cluster/id";
 pub const PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
@@ -29,6 +31,7 @@ pub const PARENTS: &[&str] = &[
     TOPICS,
     "/config",
     TOPIC_CONFIGS,
+    CONFIG_CHANGES,
     "/admin",
     DELETE_TOPICS,
     "/cluster",
@@ -183,6 +186,14 @@ impl PartitionState {
 pub struct TopicConfig {
     pub version: i32,
     pub config: BTreeMap<String, String>,
+}
+
+/// `/config/changes/config_change_<n>`: which entity's configs changed (Kafka's
+/// `ZkAdminManager` notification, version 2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigChange {
+    pub version: i32,
+    pub entity_path: String,
 }
 
 /// `/cluster/id`.

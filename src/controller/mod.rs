@@ -305,6 +305,35 @@ pub async fn create_partitions(
     Ok(())
 }
 
+/// Replaces a topic's config overrides with `configs` (each checked), on every broker that
+/// holds it; with `validate_only` nothing changes. Both AlterConfigs (the whole set) and
+/// IncrementalAlterConfigs (the set after its operations) end here.
+pub async fn alter_topic_configs(
+    shard: &Shard,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), TopicError> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let current = shard.metadata();
+    let topic = current.topic(name).ok_or(TopicError::UnknownTopic)?;
+    for (k, v) in &configs {
+        topic_config::validate(k, v).map_err(TopicError::InvalidConfig)?;
+    }
+    if validate_only || topic.configs == configs {
+        return Ok(());
+    }
+    match Authority::of(shard) {
+        Authority::SingleNode => {
+            single_node::alter_topic_configs(shard, &current, topic, configs).await
+        }
+        Authority::ZooKeeper(zk) => zookeeper::alter_topic_configs(shard, zk, name, configs).await,
+    }?;
+    tracing::info!(topic = %name, "topic configs changed");
+    Ok(())
+}
+
 /// A producer id never handed out before, even across restarts.
 pub async fn allocate_producer_id(shard: &Shard) -> Result<i64, String> {
     let controller = the_controller(shard);

@@ -158,6 +158,26 @@ pub(super) async fn create_partitions(
     Ok(())
 }
 
+/// Writes the topic with its new configs to `meta/` and publishes it; each shard applies them
+/// to the partitions it holds. The caller holds the controller's lock and checked the configs.
+pub(super) async fn alter_topic_configs(
+    shard: &Shard,
+    current: &ClusterMetadata,
+    topic: &TopicInfo,
+    configs: std::collections::BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let changed = Arc::new(TopicInfo {
+        configs,
+        ..topic.clone()
+    });
+    store::save_topic(&shard.config.data_dir, &changed)
+        .await
+        .map_err(|e| TopicError::Storage(e.to_string()))?;
+    let mut next = current.clone();
+    next.topics.insert(changed.name.clone(), changed);
+    publish(shard, next).await
+}
+
 /// A producer id from this broker's reservation in `meta/`, reserving a new block when it
 /// runs out. The caller holds the controller's lock.
 pub(super) async fn allocate_producer_id(

@@ -212,6 +212,35 @@ pub(super) async fn allocate_producer_id(
 }
 
 /// Polls this shard's view until `f` finds what it looks for (bounded by `VIEW_TIMEOUT`).
+/// Writes the topic's configs to ZooKeeper; answers once this broker's view has them (every
+/// other broker's watch brings them too).
+pub(super) async fn alter_topic_configs(
+    shard: &Shard,
+    zk: &ZkHandle,
+    name: &str,
+    configs: std::collections::BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let topic = name.to_string();
+    let wanted = configs.clone();
+    zk.call(|reply| Request::AlterTopicConfig {
+        topic,
+        configs,
+        reply,
+    })
+    .await
+    .ok_or_else(unavailable)?
+    .map_err(TopicError::Storage)?;
+    wait_for(shard, |m| {
+        m.topic(name).filter(|t| t.configs == wanted).map(|_| ())
+    })
+    .await
+    .ok_or_else(|| {
+        TopicError::Storage(format!(
+            "the configs of {name} are in ZooKeeper but not in this broker's view yet"
+        ))
+    })
+}
+
 async fn wait_for<T>(
     shard: &Shard,
     f: impl Fn(&crate::metadata::ClusterMetadata) -> Option<T>,

@@ -6,6 +6,7 @@
 //! version, answered in v0 with UNSUPPORTED_VERSION so the client can retry lower (KIP-511).
 //! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
+mod alter_configs;
 mod api_versions;
 mod authorized_operations;
 mod create_partitions;
@@ -212,6 +213,10 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::DeleteRecords(r) => delete_records::handle(shard, req, r).await,
         RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, req, r).await,
         RequestKind::OffsetDelete(r) => offset_delete::handle(shard, req, r).await,
+        RequestKind::AlterConfigs(r) => alter_configs::handle_legacy(shard, req, r).await,
+        RequestKind::IncrementalAlterConfigs(r) => {
+            alter_configs::handle_incremental(shard, req, r).await
+        }
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(shard, req, r).await

@@ -32,6 +32,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 0, 4),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The API key's entry, if Ferrite serves it.

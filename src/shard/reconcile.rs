@@ -36,6 +36,11 @@ impl Shard {
                 match self.partition(&t.name, p.index) {
                     None => to_open.push((t.clone(), p.index, p.leader_epoch)),
                     Some(open) => {
+                        // A topic's configs changed (AlterConfigs): in force at once.
+                        let config = t.log_config(&self.config.broker.log);
+                        if *open.log().config() != config {
+                            open.log().set_config(config);
+                        }
                         let was_leader = open.role().is_leader();
                         self.assign_role(&open, p);
                         if was_leader != self.leads(p) {

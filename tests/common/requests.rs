@@ -161,6 +161,29 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         ]),
                 ]),
         ),
+        ApiKey::AlterConfigs => {
+            RequestKind::AlterConfigs(AlterConfigsRequest::default().with_resources(
+                vec![alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fuzzed"))
+                .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                    .with_name(s("retention.ms"))
+                    .with_value(Some(s("1000")))])],
+            ))
+        }
+        ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("fuzzed"))
+                    .with_configs(vec![
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(s("cleanup.policy"))
+                            .with_config_operation(2)
+                            .with_value(Some(s("compact"))),
+                    ]),
+            ]),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -212,6 +235,10 @@ impl DefaultOf for RequestKind {
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
+            RequestKind::AlterConfigs(_) => RequestKind::AlterConfigs(Default::default()),
+            RequestKind::IncrementalAlterConfigs(_) => {
+                RequestKind::IncrementalAlterConfigs(Default::default())
+            }
             RequestKind::OffsetDelete(_) => RequestKind::OffsetDelete(Default::default()),
             RequestKind::DescribeLogDirs(_) => RequestKind::DescribeLogDirs(Default::default()),
             RequestKind::OffsetForLeaderEpoch(_) => {
