@@ -91,6 +91,7 @@ fn kafka_python_describes_the_log_dir_and_its_partitions() {
         &[&broker.addr, data_dir.to_str().unwrap()],
     );
     assert!(out.contains("log dirs ok"), "{out}");
+    assert!(out.contains("alter configs ok"), "{out}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 """kafka-python 3's describe_log_dirs against Ferrite: the data directory, every partition with
-its size, and asking for some partitions only."""
+its size, and asking for some partitions only; then alter_configs (AlterConfigs) on a topic,
+read back with describe_configs."""
 import sys
 
 from kafka import KafkaAdminClient, KafkaProducer
@@ -33,3 +34,10 @@ results = some[0]["log_dirs"] if "log_dirs" in some[0] else some[0]["results"]
 names = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in results[0]["topics"]]
 assert names == [("sized", [1])], names
 print("log dirs ok")
+
+from kafka.admin import ConfigResource, ConfigResourceType
+admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "sized", configs={"retention.ms": "123456"})])
+described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "sized", ["retention.ms"])])
+text = repr(described)
+assert "123456" in text, text
+print("alter configs ok")

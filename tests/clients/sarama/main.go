@@ -609,6 +609,8 @@ func adminOp(admin sarama.ClusterAdmin, op string, a *adminFlags) error {
 		return listGroupOffsets(admin, a)
 	case "delete-records":
 		return deleteRecords(admin, a)
+	case "alter-config":
+		return alterConfig(admin, a)
 	}
 	fatalf("unknown admin operation %q", op)
 	return nil
@@ -634,6 +636,24 @@ func deleteRecords(admin sarama.ClusterAdmin, a *adminFlags) error {
 		return err
 	}
 	emit(map[string]interface{}{"deleted": oneTopic(a)})
+	return nil
+}
+
+// alterConfig replaces a topic's configs with the -config entries (AlterConfigs v0).
+func alterConfig(admin sarama.ClusterAdmin, a *adminFlags) error {
+	entries := map[string]*string{}
+	for _, kv := range a.configs {
+		i := strings.IndexByte(kv, '=')
+		if i < 0 {
+			fatalf("-config %q is not NAME=VALUE", kv)
+		}
+		value := kv[i+1:]
+		entries[kv[:i]] = &value
+	}
+	if err := admin.AlterConfig(sarama.TopicResource, oneTopic(a), entries, a.validateOnly); err != nil {
+		return err
+	}
+	emit(map[string]interface{}{"altered": oneTopic(a)})
 	return nil
 }
 
