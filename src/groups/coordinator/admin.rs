@@ -79,14 +79,7 @@ impl Coordinator {
             let mut records: Vec<(Bytes, Option<Bytes>)> = g
                 .offsets
                 .keys()
-                .map(|(t, p)| {
-                    let key = Key::Offset {
-                        group: group_id.to_string(),
-                        topic: t.clone(),
-                        partition: *p,
-                    };
-                    (key.encode(), None)
-                })
+                .map(|(t, p)| offset_tombstone(group_id, t, *p))
                 .collect();
             records.push((
                 Key::Group {
@@ -105,6 +98,16 @@ impl Coordinator {
         tracing::info!(group = %group_id, "group deleted");
         ErrorCode::NONE
     }
+}
+
+/// The `__consumer_offsets` record that removes a committed offset.
+fn offset_tombstone(group: &str, topic: &str, partition: i32) -> (Bytes, Option<Bytes>) {
+    let key = Key::Offset {
+        group: group.to_string(),
+        topic: topic.to_string(),
+        partition,
+    };
+    (key.encode(), None)
 }
 
 /// A partition's answer to OffsetDelete.
@@ -138,14 +141,7 @@ impl Coordinator {
             let tombstones: Vec<(Bytes, Option<Bytes>)> = eligible
                 .iter()
                 .filter(|tp| g.offsets.contains_key(*tp))
-                .map(|(t, p)| {
-                    let key = Key::Offset {
-                        group: group_id.to_string(),
-                        topic: t.clone(),
-                        partition: *p,
-                    };
-                    (key.encode(), None)
-                })
+                .map(|(t, p)| offset_tombstone(group_id, t, *p))
                 .collect();
             (eligible, refused, tombstones)
         };
