@@ -18,6 +18,7 @@ use kafka_protocol::messages::delete_records_request::{
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions as ElectTopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -68,6 +69,7 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
 ];
 
 const TOPIC: &str = "matrix";
@@ -437,6 +439,29 @@ fn offset_apis_answer_in_every_version() {
                 "v4 sizes the volume"
             );
         }
+    }
+    // One broker leads all it has: no election is ever needed, and asking for every
+    // partition lists none (Kafka drops ELECTION_NOT_NEEDED then).
+    for version in 0..=2 {
+        let one = ElectLeadersRequest::default()
+            .with_timeout_ms(1000)
+            .with_topic_partitions(Some(vec![ElectTopicPartitions::default()
+                .with_topic(topic_name(TOPIC))
+                .with_partitions(vec![0, 99])]));
+        let answer: ElectLeadersResponse = call(&mut conn, ApiKey::ElectLeaders, version, &one);
+        let codes: Vec<i16> = answer.replica_election_results[0]
+            .partition_result
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(codes, [84, 3], "ElectLeaders v{version}");
+        let every: ElectLeadersResponse = call(
+            &mut conn,
+            ApiKey::ElectLeaders,
+            version,
+            &ElectLeadersRequest::default().with_topic_partitions(None),
+        );
+        assert!(every.replica_election_results.is_empty(), "v{version}");
     }
     // Three records: each DeleteRecords version moves the log start one further.
     for version in 0..=2 {

@@ -571,3 +571,60 @@ fn delete_records_on_the_leader_moves_every_replicas_log_start() {
     let want: Vec<String> = (25..40).map(|o| o.to_string()).collect();
     assert_eq!(offsets, want);
 }
+
+#[test]
+fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
+    let zk = ZooKeeper::start();
+    let mut settings = REPLICATION.to_vec();
+    settings.extend(["--set", "auto.leader.rebalance.enable=false"]);
+    let mut brokers = start_cluster(&zk, &settings);
+    create_replicated(&brokers[0], "elected");
+    let preferred = leader_of(&brokers[0], "elected");
+    brokers[node_index(preferred)].kill9();
+    let other = (node_index(preferred) + 1) % 3;
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(10),
+        "a new leader",
+        || {
+            let l = leader_of(&brokers[other], "elected");
+            l > 0 && l != preferred
+        },
+    );
+    brokers[node_index(preferred)].restart();
+    wait_until(
+        Duration::from_secs(30),
+        "the preferred replica back in sync",
+        || isr(&metadata(&brokers[other], Some("elected")), "elected", 0).len() == 3,
+    );
+    assert_ne!(
+        leader_of(&brokers[other], "elected"),
+        preferred,
+        "no automatic rebalance"
+    );
+    // Asked through a broker that is neither the leader nor, necessarily, the controller.
+    let out = python(
+        "confluent_elect_leaders.py",
+        &[&brokers[other].addr, "elected"],
+    );
+    assert!(out.contains("elected"), "{out}");
+    wait_until(
+        Duration::from_secs(10),
+        "every broker sees the preferred leader",
+        || brokers.iter().all(|b| leader_of(b, "elected") == preferred),
+    );
+    let out = python(
+        "confluent_elect_leaders.py",
+        &[&brokers[other].addr, "elected"],
+    );
+    assert!(out.contains("ELECTION_NOT_NEEDED"), "{out}");
+    // Produce and read through the restored leader.
+    kcat(
+        &brokers[other],
+        &["-P", "-t", "elected", "-X", "acks=all"],
+        Some(b"after\n"),
+    );
+    assert_eq!(
+        kcat_consume(&brokers[other], "elected", "%s\n"),
+        vec!["after"]
+    );
+}

@@ -9,6 +9,10 @@
 //!   `unclean.leader.election.enable`, when a live out-of-sync replica takes over and what only
 //!   the old ISR had is lost. Dead followers leave the ISR.
 //!
+//! - Elections asked for with ElectLeaders (`/admin/preferred_replica_election`, and
+//!   `/admin/unclean_leader_election` for UNCLEAN) are carried out for the partitions named,
+//!   whatever the automatic settings, and the znode is removed.
+//!
 //! - With `auto.leader.rebalance.enable`, every `leader.imbalance.check.interval.seconds` a
 //!   partition led by another broker than its preferred one (the first replica) moves back to
 //!   it when that replica is alive and in the ISR, which spreads leaders again after failovers.
@@ -46,11 +50,16 @@ pub async fn run(
         if tree.pending_deletions.contains(name) {
             continue;
         }
-        let unclean = topic
+        let unclean_by_config = topic
             .configs
             .get("unclean.leader.election.enable")
             .is_some_and(|v| v == "true");
         for (&p, zp) in &topic.partitions {
+            let asked = |list: &[znodes::ElectionPartition]| {
+                list.iter().any(|e| e.topic == *name && e.partition == p)
+            };
+            let unclean = unclean_by_config || asked(&tree.unclean_elections);
+            let restore_preferred = restore_preferred || asked(&tree.preferred_elections);
             let next = match &zp.state {
                 None => {
                     let isr: Vec<i32> = zp.replicas.iter().copied().filter(live).collect();
@@ -97,6 +106,19 @@ pub async fn run(
                 Err(Error::BadVersion) | Err(Error::NoNode) => {}
                 Err(e) => return Err(e),
             }
+        }
+    }
+    for (path, asked) in [
+        (znodes::PREFERRED_ELECTION, &tree.preferred_elections),
+        (znodes::UNCLEAN_ELECTION, &tree.unclean_elections),
+    ] {
+        if !asked.is_empty() {
+            delete_if_present(client, path).await?;
+            tracing::info!(
+                partitions = asked.len(),
+                path,
+                "controller carried out the elections asked for"
+            );
         }
     }
     Ok(changes)

@@ -59,6 +59,12 @@ pub enum Request {
         configs: BTreeMap<String, String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Asks the elected controller for elections (ElectLeaders).
+    ElectLeaders {
+        partitions: Vec<znodes::ElectionPartition>,
+        unclean: bool,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`.
     UpdateIsr {
         topic: String,
@@ -138,6 +144,54 @@ pub async fn alter_topic_config(
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Writes (or adds to) the election request znode the controller carries out on its next
+/// pass, as Kafka's preferred-replica-election tool does.
+pub async fn ask_elections(
+    client: &Client,
+    partitions: Vec<znodes::ElectionPartition>,
+    unclean: bool,
+) -> Result<(), String> {
+    let path = if unclean {
+        znodes::UNCLEAN_ELECTION
+    } else {
+        znodes::PREFERRED_ELECTION
+    };
+    loop {
+        match client.get_data(path).await {
+            Ok((bytes, stat)) => {
+                let mut asked: znodes::ElectionRequest = znodes::decode(path, &bytes)?;
+                asked.partitions.extend(partitions.iter().cloned());
+                asked.partitions.sort();
+                asked.partitions.dedup();
+                match client
+                    .set_data(path, &znodes::encode(&asked), Some(stat.version))
+                    .await
+                {
+                    Ok(_) => return Ok(()),
+                    // The controller took it meanwhile, or another broker added to it.
+                    Err(Error::BadVersion) | Err(Error::NoNode) => continue,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err(Error::NoNode) => {
+                let asked = znodes::ElectionRequest {
+                    version: 1,
+                    partitions: partitions.clone(),
+                };
+                match client
+                    .create(path, &znodes::encode(&asked), &persistent())
+                    .await
+                {
+                    Ok(_) => return Ok(()),
+                    Err(Error::NodeExists) => continue,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 pub async fn mark_for_deletion(client: &Client, name: &str) -> Result<bool, String> {

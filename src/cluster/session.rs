@@ -336,6 +336,14 @@ impl ControlLoop {
                 let r = requests::add_partitions(&s.client, &topic, existing, replicas).await;
                 let _ = reply.send(r);
             }
+            Request::ElectLeaders {
+                partitions,
+                unclean,
+                reply,
+            } => {
+                let r = requests::ask_elections(&s.client, partitions, unclean).await;
+                let _ = reply.send(r);
+            }
             Request::AlterTopicConfig {
                 topic,
                 configs,

@@ -35,6 +35,9 @@ pub struct ZkTree {
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     pub topics: BTreeMap<String, ZkTopic>,
     pub pending_deletions: Vec<String>,
+    /// Elections asked for (ElectLeaders), preferred and unclean.
+    pub preferred_elections: Vec<znodes::ElectionPartition>,
+    pub unclean_elections: Vec<znodes::ElectionPartition>,
 }
 
 async fn data_or_none(client: &Client, path: &str) -> Result<Option<(Vec<u8>, i32)>, Error> {
@@ -119,6 +122,16 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
         );
     }
     tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
+    for (path, into) in [
+        (znodes::PREFERRED_ELECTION, &mut tree.preferred_elections),
+        (znodes::UNCLEAN_ELECTION, &mut tree.unclean_elections),
+    ] {
+        if let Some((bytes, _)) = data_or_none(client, path).await? {
+            if let Some(asked) = decoded::<znodes::ElectionRequest>(path, &bytes) {
+                *into = asked.partitions;
+            }
+        }
+    }
     Ok(tree)
 }
 

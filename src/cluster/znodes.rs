@@ -9,6 +9,9 @@
 //! - `/config/topics/<t>`: the topic's config overrides, and `/config/changes/config_change_<n>`
 //!   (sequential) telling Kafka brokers which entity changed;
 //! - `/admin/delete_topics/<t>`: a deletion the controller carries out;
+//! - `/admin/preferred_replica_election`: partitions whose leadership goes back to their
+//!   preferred replica (Kafka's znode and JSON), and Ferrite's `/admin/unclean_leader_election`
+//!   in the same format, for ElectLeaders UNCLEAN;
 //! - `/cluster/id`, and `/latest_producer_id_block` for idempotent producer ids.
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +24,8 @@ pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const TOPIC_CONFIGS: &str = "/config/topics";
 pub const CONFIG_CHANGES: &str = "/config/changes";
 pub const DELETE_TOPICS: &str = "/admin/delete_topics";
+pub const PREFERRED_ELECTION: &str = "/admin/preferred_replica_election";
+pub const UNCLEAN_ELECTION: &str = "/admin/unclean_leader_election";
 pub const CLUSTER_ID: &str = "/cluster/id";
 pub const PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
 
@@ -194,6 +199,20 @@ pub struct TopicConfig {
 pub struct ConfigChange {
     pub version: i32,
     pub entity_path: String,
+}
+
+/// `/admin/preferred_replica_election` (and `/admin/unclean_leader_election`): the partitions
+/// an election was asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectionRequest {
+    pub version: i32,
+    pub partitions: Vec<ElectionPartition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ElectionPartition {
+    pub topic: String,
+    pub partition: i32,
 }
 
 /// `/cluster/id`.

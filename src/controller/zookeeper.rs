@@ -241,6 +241,26 @@ pub(super) async fn alter_topic_configs(
     })
 }
 
+/// Writes the election request znode for the elected controller.
+pub(super) async fn elect_leaders(
+    zk: &ZkHandle,
+    partitions: Vec<(String, i32)>,
+    unclean: bool,
+) -> Result<(), TopicError> {
+    let partitions = partitions
+        .into_iter()
+        .map(|(topic, partition)| crate::cluster::znodes::ElectionPartition { topic, partition })
+        .collect();
+    zk.call(|reply| Request::ElectLeaders {
+        partitions,
+        unclean,
+        reply,
+    })
+    .await
+    .ok_or_else(unavailable)?
+    .map_err(TopicError::Storage)
+}
+
 async fn wait_for<T>(
     shard: &Shard,
     f: impl Fn(&crate::metadata::ClusterMetadata) -> Option<T>,

@@ -20,6 +20,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod elect_leaders;
 pub mod errors;
 mod fetch;
 mod find_coordinator;
@@ -213,6 +214,7 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::DeleteRecords(r) => delete_records::handle(shard, req, r).await,
         RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, req, r).await,
         RequestKind::OffsetDelete(r) => offset_delete::handle(shard, req, r).await,
+        RequestKind::ElectLeaders(r) => elect_leaders::handle(shard, req, r).await,
         RequestKind::AlterConfigs(r) => alter_configs::handle_legacy(shard, req, r).await,
         RequestKind::IncrementalAlterConfigs(r) => {
             alter_configs::handle_incremental(shard, req, r).await

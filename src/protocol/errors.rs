@@ -28,6 +28,11 @@ impl ErrorCode {
         ErrorCode::of(ResponseError::MismatchedEndpointType);
     pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedEndpointType);
+    pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode::of(ResponseError::ElectionNotNeeded);
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode =
+        ErrorCode::of(ResponseError::PreferredLeaderNotAvailable);
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode =
+        ErrorCode::of(ResponseError::EligibleLeadersNotAvailable);
     pub const POLICY_VIOLATION: ErrorCode = ErrorCode::of(ResponseError::PolicyViolation);
     pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode =
         ErrorCode::of(ResponseError::GroupSubscribedToTopic);

@@ -34,6 +34,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
 ];
 
 /// The API key's entry, if Ferrite serves it.

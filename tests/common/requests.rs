@@ -184,6 +184,15 @@ pub fn populated(api: ApiKey) -> RequestKind {
                     ]),
             ]),
         ),
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+            ElectLeadersRequest::default()
+                .with_timeout_ms(100)
+                .with_topic_partitions(Some(vec![
+                    elect_leaders_request::TopicPartitions::default()
+                        .with_topic(topic)
+                        .with_partitions(vec![0]),
+                ])),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -235,6 +244,7 @@ impl DefaultOf for RequestKind {
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
+            RequestKind::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
             RequestKind::AlterConfigs(_) => RequestKind::AlterConfigs(Default::default()),
             RequestKind::IncrementalAlterConfigs(_) => {
                 RequestKind::IncrementalAlterConfigs(Default::default())
