@@ -5,8 +5,8 @@
 //! OFFSET_OUT_OF_RANGE. The answer's low watermark is the log start after the move; segments
 //! wholly below it are gone, and followers move theirs when they next fetch.
 //!
-//! Kafka also holds the answer until every follower's log start has caught up (a delayed
-//! operation bounded by `timeout_ms`); Ferrite answers with the leader's at once.
+//! As Kafka's `DelayedDeleteRecords`, the answer waits until every in-sync replica's log start
+//! has reached the offset (the low watermark), at most `timeout_ms`; then REQUEST_TIMED_OUT.
 
 use super::{errors, Request, Response};
 use crate::protocol::errors::{code_for, ErrorCode};
@@ -18,6 +18,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 
 pub async fn handle(shard: &Shard, req: &Request, body: DeleteRecordsRequest) -> Response {
+    let timeout = std::time::Duration::from_millis(body.timeout_ms.max(0) as u64);
     let mut topics = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         let name = t.name.0.to_string();
@@ -29,9 +30,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteRecordsRequest) ->
                         if !part.log().config().cleanup_policy.deletes() {
                             return Err(ErrorCode::POLICY_VIOLATION);
                         }
-                        part.delete_records_before(offset)
+                        let start = part
+                            .delete_records_before(offset)
                             .await
-                            .map_err(|e| code_for(&e))
+                            .map_err(|e| code_for(&e))?;
+                        match part.wait_low_watermark(start, timeout).await {
+                            (low, true) => Ok(low),
+                            (_, false) => Err(ErrorCode::REQUEST_TIMED_OUT),
+                        }
                     })
                 })
                 .await;

@@ -30,8 +30,9 @@ struct Wanted {
     /// The topic's name; for v13+ requests, looked up from its id (`None`: no such id).
     topic: Option<String>,
     id: [u8; 16],
-    /// (partition, fetch offset, partition max bytes, current leader epoch or -1).
-    partitions: Vec<(i32, i64, u64, i32)>,
+    /// (partition, fetch offset, partition max bytes, current leader epoch or -1, the
+    /// reader's log start or -1).
+    partitions: Vec<(i32, i64, u64, i32, i64)>,
 }
 
 /// Who fetches: a consumer reads below the high watermark; a follower (replica id ≥ 0) up to
@@ -98,6 +99,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
                             p.fetch_offset,
                             p.partition_max_bytes.max(0) as u64,
                             p.current_leader_epoch,
+                            p.log_start_offset,
                         )
                     })
                     .collect(),
@@ -146,17 +148,15 @@ async fn read_all(
 ) -> Vec<Vec<Fetched>> {
     let reads = wanted.iter().map(|w| {
         futures::future::join_all(w.partitions.iter().map(
-            |&(index, offset, partition_max, epoch)| {
+            |&(index, offset, partition_max, epoch, log_start)| {
                 let limit = partition_max.min(max_bytes) as usize;
-                read_partition(
-                    shard,
-                    w.topic.as_deref(),
-                    index,
+                let at = FetchAt {
                     offset,
                     limit,
-                    reader,
-                    epoch,
-                )
+                    leader_epoch: epoch,
+                    log_start,
+                };
+                read_partition(shard, w.topic.as_deref(), index, at, reader)
             },
         ))
     });
@@ -178,15 +178,29 @@ async fn read_all(
     fetched
 }
 
+/// Where one partition is read from, as the request says it.
+#[derive(Clone, Copy)]
+struct FetchAt {
+    offset: i64,
+    limit: usize,
+    leader_epoch: i32,
+    /// The reader's own log start (a follower's, v5+; -1 otherwise).
+    log_start: i64,
+}
+
 async fn read_partition(
     shard: &Shard,
     topic: Option<&str>,
     index: i32,
-    offset: i64,
-    limit: usize,
+    at: FetchAt,
     reader: Reader,
-    leader_epoch: i32,
 ) -> Fetched {
+    let FetchAt {
+        offset,
+        limit,
+        leader_epoch,
+        log_start,
+    } = at;
     let Some(topic) = topic else {
         return Fetched {
             error: ErrorCode::UNKNOWN_TOPIC_ID,
@@ -199,7 +213,11 @@ async fn read_partition(
         Box::pin(async move {
             let result = match reader {
                 Reader::Consumer { .. } => p.fetch(offset, limit).await,
-                Reader::Follower(id) => p.read_for_follower(id, leader_epoch, offset, limit).await,
+                Reader::Follower(id) => {
+                    let read = p.read_for_follower(id, leader_epoch, offset, limit).await;
+                    p.follower_log_start(id, log_start);
+                    read
+                }
             };
             let result = match (reader, result) {
                 (Reader::Consumer { magic }, Ok(r)) if magic < ferrite_shards::batch::MAGIC_V2 => {
@@ -281,7 +299,7 @@ async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reade
         .iter()
         .filter_map(|w| Some((w.topic.as_deref()?, w)))
         .flat_map(|(topic, w)| {
-            w.partitions.iter().map(move |&(index, offset, _, _)| {
+            w.partitions.iter().map(move |&(index, offset, _, _, _)| {
                 Box::pin(on_partition(shard, topic, index, move |p| {
                     Box::pin(async move {
                         match reader {
@@ -308,7 +326,7 @@ fn encode(
 ) -> Response {
     let metrics = &shard.metrics;
     for (w, fs) in wanted.iter().zip(&fetched) {
-        for (&(index, _, _, _), f) in w.partitions.iter().zip(fs) {
+        for (&(index, _, _, _, _), f) in w.partitions.iter().zip(fs) {
             errors::refused(
                 shard,
                 ApiKey::Fetch,
@@ -336,7 +354,7 @@ fn encode(
                 .partitions
                 .into_iter()
                 .zip(fs)
-                .map(|((index, _, _, _), f)| PartitionOut {
+                .map(|((index, _, _, _, _), f)| PartitionOut {
                     index,
                     error_code: old_reader_code(req.version, f.error).code(),
                     high_watermark: f.high_watermark,

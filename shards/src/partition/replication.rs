@@ -44,6 +44,8 @@ struct Progress {
     last_fetch_ms: i64,
     /// The leader's log end at its last fetch.
     leader_end_at_last_fetch: i64,
+    /// Its log start as its last fetch said (-1: not said).
+    log_start: i64,
 }
 
 impl Progress {
@@ -53,6 +55,7 @@ impl Progress {
             caught_up_ms: now,
             last_fetch_ms: 0,
             leader_end_at_last_fetch: i64::MAX,
+            log_start: -1,
         }
     }
 }
@@ -159,6 +162,32 @@ impl Partition {
             p.leader_end_at_last_fetch = leader_end;
         }
         self.recompute_high_watermark();
+    }
+
+    /// A follower's log start, as its fetch says it (v5+).
+    pub fn follower_log_start(&self, follower: i32, log_start: i64) {
+        if log_start < 0 {
+            return;
+        }
+        if let Some(p) = self.replication.followers.borrow_mut().get_mut(&follower) {
+            p.log_start = log_start;
+        }
+    }
+
+    /// Kafka's `lowWatermarkIfLeader`: the least log start over this replica and the followers
+    /// in the ISR (a follower not heard from counts as not there yet).
+    pub fn low_watermark(&self) -> i64 {
+        let own = self.log.log_start_offset();
+        let role = self.replication.role.borrow();
+        let Some(role) = role.as_ref().filter(|r| r.is_leader()) else {
+            return own;
+        };
+        let followers = self.replication.followers.borrow();
+        role.isr
+            .iter()
+            .filter(|&&r| r != role.node_id)
+            .map(|r| followers.get(r).map_or(-1, |p| p.log_start))
+            .fold(own, i64::min)
     }
 
     /// A follower's long poll: waits until the log reaches past `offset`, at most `timeout`.
@@ -292,6 +321,24 @@ impl Partition {
             });
         }
         self.log.advance_start_to(offset).await
+    }
+
+    /// DeleteRecords' wait (Kafka's `DelayedDeleteRecords`): until every in-sync replica's log
+    /// start has reached `offset`, at most `timeout`. Returns the low watermark then, and
+    /// whether it got there.
+    pub async fn wait_low_watermark(
+        &self,
+        offset: i64,
+        timeout: std::time::Duration,
+    ) -> (i64, bool) {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let low = self.low_watermark();
+            if low >= offset || std::time::Instant::now() >= deadline || !self.leads() {
+                return (low, low >= offset);
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// The ISR the leader should have now, if it differs from the current one: followers that
