@@ -391,16 +391,7 @@ impl Log {
         // The segments stay in the list: a read that started before may still look them up
         // (their open files stay readable until it drops them); new operations see `deleted`.
         inner.deleted.set(true);
-        let paths: Vec<_> = inner
-            .state
-            .borrow()
-            .segments
-            .iter()
-            .map(|s| s.paths.clone())
-            .collect();
-        for p in &paths {
-            segment::delete_files(p).await?;
-        }
+        segment::delete_listed_files(inner).await?;
         // Listing and removing a directory tree has no io_uring operation; topic deletion is rare.
         std::fs::remove_dir_all(&inner.dir).or_else(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {

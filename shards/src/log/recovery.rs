@@ -352,7 +352,8 @@ async fn scan_tail(
     }
 }
 
-async fn read_file(path: &Path) -> Option<Vec<u8>> {
+/// A whole small file (checkpoints, indexes), or `None` when it cannot be read.
+pub(super) async fn read_file(path: &Path) -> Option<Vec<u8>> {
     let file = File::open_read(path).await.ok()?;
     let size = file.size().ok()?;
     file.read_at(0, size as usize).await.ok()

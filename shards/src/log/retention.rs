@@ -153,16 +153,7 @@ async fn restart_at(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
     }
     // The old segments stay listed until the fresh one replaces them in one step: a read
     // running meanwhile never finds the list empty (their unlinked files stay readable).
-    let doomed: Vec<_> = inner
-        .state
-        .borrow()
-        .segments
-        .iter()
-        .map(|s| s.paths.clone())
-        .collect();
-    for paths in &doomed {
-        super::segment::delete_files(paths).await?;
-    }
+    super::segment::delete_listed_files(inner).await?;
     let fresh = Segment::create(&inner.dir, offset).await?;
     {
         let mut st = inner.state.borrow_mut();

@@ -171,6 +171,22 @@ pub async fn delete_files(paths: &SegmentPaths) -> Result<()> {
     Ok(())
 }
 
+/// Removes the files of every segment `inner` lists, leaving the list as it is: a read that
+/// started before may still look a segment up (its open file stays readable until dropped).
+pub(crate) async fn delete_listed_files(inner: &super::LogInner) -> Result<()> {
+    let paths: Vec<SegmentPaths> = inner
+        .state
+        .borrow()
+        .segments
+        .iter()
+        .map(|s| s.paths.clone())
+        .collect();
+    for p in &paths {
+        delete_files(p).await?;
+    }
+    Ok(())
+}
+
 /// Pending index file writes of one segment.
 pub(crate) struct IndexWrites {
     index_path: PathBuf,

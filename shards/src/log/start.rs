@@ -22,9 +22,7 @@ fn path(dir: &Path) -> PathBuf {
 
 /// The stored start, if a valid one is there.
 pub(super) async fn load(dir: &Path) -> Option<i64> {
-    let file = uring::File::open_read(&path(dir)).await.ok()?;
-    let size = file.size().ok()?;
-    let bytes = file.read_at(0, size as usize).await.ok()?;
+    let bytes = super::recovery::read_file(&path(dir)).await?;
     let text = String::from_utf8(bytes).ok()?;
     let mut lines = text.lines();
     if lines.next()? != VERSION {
