@@ -4,6 +4,7 @@
 
 use super::TopicError;
 use crate::metadata::ClusterMetadata;
+use crate::shard::capacity::open_descriptors;
 use crate::shard::Shard;
 use ferrite_shards::placement::{assign_balanced, ShardId};
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ pub(super) struct ShardLoad {
     per_shard: Vec<usize>,
     /// Partitions placed by this request so far (not yet open, so not in /proc/self/fd).
     added: usize,
+    /// Descriptors open when the request began.
+    open_now: u64,
 }
 
 impl ShardLoad {
@@ -20,6 +23,7 @@ impl ShardLoad {
         ShardLoad {
             per_shard: metadata.partitions_per_shard(shard.router().shard_count()),
             added: 0,
+            open_now: open_descriptors(),
         }
     }
 
@@ -30,7 +34,7 @@ impl ShardLoad {
         let placed = assign_balanced(&mut after, count);
         shard
             .capacity
-            .check_partitions(&after, self.added + count)
+            .check_partitions(&after, self.added + count, self.open_now)
             .map_err(TopicError::InvalidPartitions)?;
         self.per_shard = after;
         self.added += count;
@@ -45,6 +49,8 @@ pub(super) struct ClusterLoad {
     per_broker: BTreeMap<i32, Vec<usize>>,
     /// Replicas placed on this broker by this request so far.
     added_here: usize,
+    /// This broker's descriptors open when the request began.
+    open_now: u64,
 }
 
 impl ClusterLoad {
@@ -68,6 +74,7 @@ impl ClusterLoad {
             shards,
             per_broker,
             added_here: 0,
+            open_now: open_descriptors(),
         }
     }
 
@@ -95,7 +102,9 @@ impl ClusterLoad {
         for (node, counts) in &after {
             let n = added.get(node).copied().unwrap_or(0);
             let checked = if *node == here {
-                shard.capacity.check_partitions(counts, self.added_here + n)
+                shard
+                    .capacity
+                    .check_partitions(counts, self.added_here + n, self.open_now)
             } else {
                 shard.capacity.check_shards(counts, n)
             };

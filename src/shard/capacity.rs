@@ -79,10 +79,16 @@ impl Capacity {
     }
 
     /// Whether shards holding `per_shard_after` partitions (after a change adding `added`
-    /// partitions to this process) stay within the bounds; the refusal is the client's message.
-    pub fn check_partitions(&self, per_shard_after: &[usize], added: usize) -> Result<(), String> {
+    /// partitions to this process, `open_now` descriptors open before it) stay within the
+    /// bounds; the refusal is the client's message.
+    pub fn check_partitions(
+        &self,
+        per_shard_after: &[usize],
+        added: usize,
+        open_now: u64,
+    ) -> Result<(), String> {
         self.check_shards(per_shard_after, added)?;
-        self.check_descriptors(open_descriptors(), added as u64)
+        self.check_descriptors(open_now, added as u64)
     }
 
     /// The per-shard bound alone, for another broker's shards (assumed as many as ours).
@@ -123,8 +129,9 @@ impl Capacity {
     }
 }
 
-/// The descriptors this process has open now.
-fn open_descriptors() -> u64 {
+/// The descriptors this process has open now (read once per topic change: the partitions it
+/// adds are counted apart until they are open).
+pub fn open_descriptors() -> u64 {
     std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count() as u64)
         .unwrap_or(0)
@@ -162,8 +169,8 @@ mod tests {
     #[test]
     fn a_shard_past_its_bound_is_named() {
         let c = Capacity::new(1_000_000, 100, 10);
-        assert!(c.check_partitions(&[100, 100], 10).is_ok());
-        let e = c.check_partitions(&[100, 101], 10).unwrap_err();
+        assert!(c.check_partitions(&[100, 100], 10, 20).is_ok());
+        let e = c.check_partitions(&[100, 101], 10, 20).unwrap_err();
         assert!(e.contains("101 on shard 1"), "{e}");
         assert!(e.contains("topic.partitions.per.shard (100)"), "{e}");
     }
