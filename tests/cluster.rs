@@ -270,57 +270,138 @@ fn a_chroot_zookeeper_cannot_hold_stops_the_broker_with_a_clear_error() {
 /// IncrementalAlterConfigs on one broker of a ZooKeeper cluster: the configs go to
 /// `/config/topics/<t>` (with a `/config/changes` notification) and every broker's view, so
 /// every broker reports them (and its shards apply them, as on a single node).
-#[test]
-fn a_topic_config_altered_on_one_broker_is_in_force_on_every_broker() {
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+
+/// One config of a resource as `b` describes it: value, source, and its synonyms' sources.
+fn describe_config(
+    b: &Broker,
+    kind: i8,
+    name: &str,
+    key: &str,
+) -> Option<(Option<String>, i8, Vec<i8>)> {
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+    let mut conn = wire::connect(b);
+    let body = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_string(
+                key.to_string(),
+            )]))]);
+    let answer: DescribeConfigsResponse = wire::call(&mut conn, ApiKey::DescribeConfigs, 4, &body);
+    let entry = answer.results[0].configs.first().cloned()?;
+    Some((
+        entry.value.map(|v| v.to_string()),
+        entry.config_source,
+        entry.synonyms.iter().map(|s| s.source).collect(),
+    ))
+}
+
+/// IncrementalAlterConfigs SET of one key through `b`: the resource's error code.
+fn set_config(b: &Broker, kind: i8, name: &str, key: &str, value: &str) -> i16 {
     use kafka_protocol::messages::incremental_alter_configs_request::{
         AlterConfigsResource, AlterableConfig,
     };
     use kafka_protocol::messages::{
-        DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-        IncrementalAlterConfigsResponse,
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     };
-    let zk = ZooKeeper::start();
-    let brokers = start_cluster(&zk, &["--set", "num.partitions=3"]);
-    kcat(&brokers[0], &["-L", "-t", "shared"], None);
-    let describe = |b: &Broker| {
-        let mut conn = wire::connect(b);
-        let body = DescribeConfigsRequest::default().with_resources(vec![
-            DescribeConfigsResource::default()
-                .with_resource_type(2)
-                .with_resource_name(StrBytes::from_static_str("shared"))
-                .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")])),
-        ]);
-        let answer: DescribeConfigsResponse =
-            wire::call(&mut conn, ApiKey::DescribeConfigs, 4, &body);
-        let entry = answer.results[0].configs.first().cloned();
-        entry.map(|e| (e.value.map(|v| v.to_string()), e.config_source))
-    };
-    wait_until(Duration::from_secs(10), "the topic on every broker", || {
-        brokers.iter().all(|b| describe(b).is_some())
-    });
-    let mut conn = wire::connect(&brokers[1]);
+    let mut conn = wire::connect(b);
     let body = IncrementalAlterConfigsRequest::default().with_resources(vec![
         AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(StrBytes::from_static_str("shared"))
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
             .with_configs(vec![AlterableConfig::default()
-                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_name(StrBytes::from_string(key.to_string()))
                 .with_config_operation(0)
-                .with_value(Some(StrBytes::from_static_str("1234567")))]),
+                .with_value(Some(StrBytes::from_string(value.to_string())))]),
     ]);
     let answer: IncrementalAlterConfigsResponse =
         wire::call(&mut conn, ApiKey::IncrementalAlterConfigs, 1, &body);
+    answer.responses[0].error_code
+}
+
+#[test]
+fn a_topic_config_altered_on_one_broker_is_in_force_on_every_broker() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &["--set", "num.partitions=3"]);
+    kcat(&brokers[0], &["-L", "-t", "shared"], None);
+    let retention = |b: &Broker| describe_config(b, TOPIC, "shared", "retention.ms");
+    wait_until(Duration::from_secs(10), "the topic on every broker", || {
+        brokers.iter().all(|b| retention(b).is_some())
+    });
     assert_eq!(
-        answer.responses[0].error_code, 0,
-        "{:?}",
-        answer.responses[0]
+        set_config(&brokers[1], TOPIC, "shared", "retention.ms", "1234567"),
+        0
     );
     for b in &brokers {
         wait_until(
             Duration::from_secs(10),
             "every broker reports the change",
-            || describe(b) == Some((Some("1234567".to_string()), 1)),
+            || {
+                retention(b).map(|(v, source, _)| (v, source))
+                    == Some((Some("1234567".to_string()), 1))
+            },
         );
     }
+}
+
+/// `/config/brokers/<default>` reaches every broker; `/config/brokers/<id>` only that one, and
+/// wins there. Each broker alters only its own id (Kafka's rule: the admin client sends a
+/// broker's resource to that broker).
+#[test]
+fn broker_configs_at_the_cluster_default_reach_every_broker_and_a_brokers_own_only_it() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &["--set", "num.partitions=3"]);
+    kcat(&brokers[0], &["-L", "-t", "defaults"], None);
+    let retention = |b: &Broker| {
+        describe_config(b, TOPIC, "defaults", "retention.ms").map(|(v, source, _)| (v, source))
+    };
+    wait_until(Duration::from_secs(10), "the topic on every broker", || {
+        brokers.iter().all(|b| retention(b).is_some())
+    });
+    let is = |v: &str, source: i8| Some((Some(v.to_string()), source));
+    assert_eq!(
+        set_config(&brokers[1], BROKER, "", "log.retention.ms", "1234567"),
+        0
+    );
+    for b in &brokers {
+        wait_until(
+            Duration::from_secs(10),
+            "every broker has the default",
+            || retention(b) == is("1234567", 3),
+        );
+    }
+    assert_eq!(
+        set_config(&brokers[2], BROKER, "3", "log.retention.ms", "7654321"),
+        0
+    );
+    wait_until(Duration::from_secs(10), "broker 3 has its own", || {
+        retention(&brokers[2]) == is("7654321", 2)
+    });
+    let (value, source, synonyms) =
+        describe_config(&brokers[2], BROKER, "3", "log.retention.ms").unwrap();
+    assert_eq!((value.as_deref(), source), (Some("7654321"), 2));
+    assert_eq!(synonyms, [2, 3], "its own value, then the cluster default");
+    for b in &brokers[..2] {
+        assert_eq!(
+            retention(b),
+            is("1234567", 3),
+            "broker 3's value is its own"
+        );
+    }
+    // Kafka's refusals: another broker's id, a static setting.
+    assert_eq!(
+        set_config(&brokers[0], BROKER, "3", "log.retention.ms", "1"),
+        42,
+        "INVALID_REQUEST"
+    );
+    assert_eq!(
+        set_config(&brokers[0], BROKER, "", "num.partitions", "5"),
+        40,
+        "INVALID_CONFIG"
+    );
+    assert_eq!(retention(&brokers[2]), is("7654321", 2));
 }

@@ -522,6 +522,54 @@ fn sarama_newest_admin_alters_a_topics_configs() {
     assert_eq!(retention["default"], false);
 }
 
+/// Dynamic broker configs: this broker's own through confluent-kafka, the cluster default
+/// (resource name "", which confluent-kafka and kafka-python cannot name) through Sarama's
+/// AlterConfig, which sends it to the controller. Each phase of the Python script checks the
+/// values, their sources and their effect; the last phase runs again after a restart.
+#[test]
+fn broker_configs_altered_per_broker_and_at_the_cluster_default_are_in_force_and_kept() {
+    let mut broker = Broker::start(&["--set", "log.retention.check.interval.ms=500"]);
+    let script = "confluent_broker_configs.py";
+    let out = common::python(script, &[&broker.addr, "per-broker"]);
+    assert!(out.contains("per-broker ok"), "{out}");
+    let sarama = Sarama::at(&broker, NEWEST);
+    let set_default = |configs: &[&str]| {
+        let mut args = vec!["-broker", ""];
+        for c in configs {
+            args.extend(["-config", c]);
+        }
+        sarama.admin("alter-broker-config", &args)
+    };
+    assert_eq!(
+        set_default(&["message.max.bytes=3000000", "log.retention.ms=1000"]),
+        Ok(vec![json!({"altered": ""})])
+    );
+    let described: BTreeMap<String, Value> = sarama
+        .admin("describe-broker-config", &["-broker", ""])
+        .expect("describe the cluster default")
+        .into_iter()
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e["value"].clone()))
+        .collect();
+    assert_eq!(
+        described,
+        BTreeMap::from([
+            ("log.retention.ms".to_string(), json!("1000")),
+            ("message.max.bytes".to_string(), json!("3000000")),
+        ]),
+        "the cluster default describes only its own settings"
+    );
+    let out = common::python(script, &[&broker.addr, "cluster-default"]);
+    assert!(out.contains("cluster default ok"), "{out}");
+    // AlterConfigs replaces the whole set: message.max.bytes leaves the default.
+    assert!(set_default(&["log.retention.ms=86400000"]).is_ok());
+    let out = common::python(script, &[&broker.addr, "replaced"]);
+    assert!(out.contains("replaced ok"), "{out}");
+    assert!(broker.stop().success());
+    broker.restart();
+    let out = common::python(script, &[&broker.addr, "replaced"]);
+    assert!(out.contains("replaced ok"), "kept across a restart: {out}");
+}
+
 #[test]
 fn sarama_newest_admin_lists_describes_and_deletes_consumer_groups() {
     group_admin(NEWEST, NEWEST);

@@ -7,7 +7,7 @@
 //! cluster.
 
 use super::zk::persistent;
-use super::znodes::{self, ProducerIdBlock, TopicAssignment, TopicConfig};
+use super::znodes::{self, EntityConfig, ProducerIdBlock, TopicAssignment};
 use futures::channel::oneshot;
 use std::collections::BTreeMap;
 use zookeeper_client::{Client, Error};
@@ -59,6 +59,12 @@ pub enum Request {
         configs: BTreeMap<String, String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Replaces a broker's dynamic settings, or the cluster default's (`None`).
+    AlterBrokerConfig {
+        broker: Option<i32>,
+        configs: BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// Asks the elected controller for elections (ElectLeaders).
     ElectLeaders {
         partitions: Vec<znodes::ElectionPartition>,
@@ -79,7 +85,7 @@ pub async fn create_topic(client: &Client, t: &PlannedTopic) -> CreateOutcome {
     if let Ok(Some(_)) = client.check_stat(&znodes::topic_path(&t.name)).await {
         return CreateOutcome::AlreadyExists;
     }
-    let config = znodes::encode(&TopicConfig {
+    let config = znodes::encode(&EntityConfig {
         version: 1,
         config: t.configs.clone(),
     });
@@ -119,16 +125,39 @@ pub async fn alter_topic_config(
         Ok(None) => return Err(format!("topic {topic} does not exist")),
         Err(e) => return Err(e.to_string()),
     }
-    let config = znodes::encode(&TopicConfig {
+    let path = znodes::topic_config_path(topic);
+    write_entity_config(client, &path, &format!("topics/{topic}"), configs).await
+}
+
+/// Writes `/config/brokers/<id>` (or `<default>` for `None`) and its notification, as Kafka's
+/// `AdminZkClient.changeBrokerConfig`.
+pub async fn alter_broker_config(
+    client: &Client,
+    broker: Option<i32>,
+    configs: BTreeMap<String, String>,
+) -> Result<(), String> {
+    let path = znodes::broker_config_path(broker);
+    let entity = path.trim_start_matches("/config/").to_string();
+    write_entity_config(client, &path, &entity, configs).await
+}
+
+/// An entity's config znode, created or replaced, then the `/config/changes` notification
+/// naming it (`entity_path`, e.g. `topics/orders` or `brokers/<default>`).
+async fn write_entity_config(
+    client: &Client,
+    path: &str,
+    entity_path: &str,
+    configs: BTreeMap<String, String>,
+) -> Result<(), String> {
+    let config = znodes::encode(&EntityConfig {
         version: 1,
         config: configs,
     });
-    let path = znodes::topic_config_path(topic);
-    match client.set_data(&path, &config, None).await {
+    match client.set_data(path, &config, None).await {
         Ok(_) => {}
         Err(Error::NoNode) => {
             client
-                .create(&path, &config, &persistent())
+                .create(path, &config, &persistent())
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -136,7 +165,7 @@ pub async fn alter_topic_config(
     }
     let change = znodes::encode(&znodes::ConfigChange {
         version: 2,
-        entity_path: format!("topics/{topic}"),
+        entity_path: entity_path.to_string(),
     });
     let notification = format!("{}/config_change_", znodes::CONFIG_CHANGES);
     client

@@ -352,6 +352,14 @@ impl ControlLoop {
                 let r = requests::alter_topic_config(&s.client, &topic, configs).await;
                 let _ = reply.send(r);
             }
+            Request::AlterBrokerConfig {
+                broker,
+                configs,
+                reply,
+            } => {
+                let r = requests::alter_broker_config(&s.client, broker, configs).await;
+                let _ = reply.send(r);
+            }
             Request::UpdateIsr {
                 topic,
                 partition,

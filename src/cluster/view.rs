@@ -4,8 +4,10 @@
 //! cheap for clusters of a few hundred partitions. A topic whose assignment is there but whose
 //! partition states are not yet (the controller creates them) shows leader -1.
 
-use super::znodes::{self, BrokerRegistration, PartitionState, TopicAssignment, TopicConfig};
-use crate::metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+use super::znodes::{self, BrokerRegistration, EntityConfig, PartitionState, TopicAssignment};
+use crate::metadata::{
+    BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo, TopicInfo,
+};
 use ferrite_shards::placement::ShardId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +37,7 @@ pub struct ZkTree {
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     pub topics: BTreeMap<String, ZkTopic>,
     pub pending_deletions: Vec<String>,
+    pub broker_configs: DynamicBrokerConfigs,
     /// Elections asked for (ElectLeaders), preferred and unclean.
     pub preferred_elections: Vec<znodes::ElectionPartition>,
     pub unclean_elections: Vec<znodes::ElectionPartition>,
@@ -66,6 +69,16 @@ fn decoded<T: for<'de> serde::Deserialize<'de>>(path: &str, bytes: &[u8]) -> Opt
     }
 }
 
+/// An entity's configs (`/config/topics/<t>`, `/config/brokers/<entity>`); none if absent.
+async fn entity_config(client: &Client, path: &str) -> Result<BTreeMap<String, String>, Error> {
+    Ok(match data_or_none(client, path).await? {
+        Some((bytes, _)) => decoded::<EntityConfig>(path, &bytes)
+            .map(|c| c.config)
+            .unwrap_or_default(),
+        None => BTreeMap::new(),
+    })
+}
+
 pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
     let mut tree = ZkTree::default();
     if let Some((bytes, _)) = data_or_none(client, znodes::CLUSTER_ID).await? {
@@ -94,13 +107,7 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
         let Some(assignment) = decoded::<TopicAssignment>(&path, &bytes) else {
             continue;
         };
-        let config_path = znodes::topic_config_path(&name);
-        let configs = match data_or_none(client, &config_path).await? {
-            Some((bytes, _)) => decoded::<TopicConfig>(&config_path, &bytes)
-                .map(|c| c.config)
-                .unwrap_or_default(),
-            None => BTreeMap::new(),
-        };
+        let configs = entity_config(client, &znodes::topic_config_path(&name)).await?;
         let mut partitions = BTreeMap::new();
         for (p, replicas) in assignment.replicas() {
             let state_path = znodes::partition_state_path(&name, p);
@@ -120,6 +127,17 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
                 partitions,
             },
         );
+    }
+    for entity in children(client, znodes::BROKER_CONFIGS).await? {
+        let broker = match entity.as_str() {
+            znodes::DEFAULT_ENTITY => None,
+            id => match id.parse::<i32>() {
+                Ok(n) => Some(n),
+                Err(_) => continue,
+            },
+        };
+        let configs = entity_config(client, &znodes::broker_config_path(broker)).await?;
+        tree.broker_configs.set(broker, configs);
     }
     tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
     for (path, into) in [
@@ -189,6 +207,7 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
         controller_id: tree.controller.unwrap_or(-1),
         brokers,
         topics,
+        broker_configs: tree.broker_configs.clone(),
     }
 }
 

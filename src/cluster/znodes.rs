@@ -6,8 +6,9 @@
 //! - `/brokers/topics/<t>`: a topic's id and replica assignment;
 //! - `/brokers/topics/<t>/partitions/<p>/state`: leader, leader epoch, ISR — changed only by a
 //!   conditional set on the znode's version;
-//! - `/config/topics/<t>`: the topic's config overrides, and `/config/changes/config_change_<n>`
-//!   (sequential) telling Kafka brokers which entity changed;
+//! - `/config/topics/<t>`: the topic's config overrides; `/config/brokers/<default>` and
+//!   `/config/brokers/<id>`: dynamic broker settings, cluster-wide and per broker; and
+//!   `/config/changes/config_change_<n>` (sequential) telling Kafka brokers which entity changed;
 //! - `/admin/delete_topics/<t>`: a deletion the controller carries out;
 //! - `/admin/preferred_replica_election`: partitions whose leadership goes back to their
 //!   preferred replica (Kafka's znode and JSON), and Ferrite's `/admin/unclean_leader_election`
@@ -22,6 +23,9 @@ pub const TOPICS: &str = "/brokers/topics";
 pub const CONTROLLER: &str = "/controller";
 pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const TOPIC_CONFIGS: &str = "/config/topics";
+pub const BROKER_CONFIGS: &str = "/config/brokers";
+/// The entity name Kafka uses for the cluster-wide default under `/config/brokers`.
+pub const DEFAULT_ENTITY: &str = "<default>";
 pub const CONFIG_CHANGES: &str = "/config/changes";
 pub const DELETE_TOPICS: &str = "/admin/delete_topics";
 pub const PREFERRED_ELECTION: &str = "/admin/preferred_replica_election";
@@ -36,6 +40,7 @@ pub const PARENTS: &[&str] = &[
     TOPICS,
     "/config",
     TOPIC_CONFIGS,
+    BROKER_CONFIGS,
     CONFIG_CHANGES,
     "/admin",
     DELETE_TOPICS,
@@ -64,6 +69,14 @@ pub fn partition_state_path(topic: &str, partition: i32) -> String {
 
 pub fn topic_config_path(topic: &str) -> String {
     format!("{TOPIC_CONFIGS}/{topic}")
+}
+
+/// `/config/brokers/<id>`, or `/config/brokers/<default>` for `None`.
+pub fn broker_config_path(broker: Option<i32>) -> String {
+    match broker {
+        Some(id) => format!("{BROKER_CONFIGS}/{id}"),
+        None => format!("{BROKER_CONFIGS}/{DEFAULT_ENTITY}"),
+    }
 }
 
 pub fn delete_topic_path(topic: &str) -> String {
@@ -186,9 +199,9 @@ impl PartitionState {
     }
 }
 
-/// `/config/topics/<t>`.
+/// `/config/topics/<t>` and `/config/brokers/<entity>`: an entity's configs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicConfig {
+pub struct EntityConfig {
     pub version: i32,
     pub config: BTreeMap<String, String>,
 }

@@ -2,6 +2,7 @@
 
 use super::ConfigError;
 use ferrite_shards::LogConfig;
+use std::collections::BTreeMap;
 
 /// One broker setting: Kafka name, meaning, default, bounds (integers) or choices.
 pub struct BrokerKey {
@@ -345,6 +346,39 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ),
 ];
 
+/// The settings a running broker takes from AlterConfigs without a restart, at the cluster
+/// default (`""`) or for one broker: Kafka's `DynamicBrokerConfig` lists the topic defaults
+/// (`DynamicLogConfig`), the log cleaner's settings and connection limits. Ferrite takes the
+/// first two; the rest of its settings are read once at start-up, and a change to them is
+/// refused as Kafka refuses its static ones ("Cannot update these configs dynamically").
+pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
+    "compression.type",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleanup.policy",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.index.interval.bytes",
+    "log.message.downconversion.enable",
+    "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.difference.max.ms",
+    "log.message.timestamp.type",
+    "log.retention.bytes",
+    "log.retention.hours",
+    "log.retention.minutes",
+    "log.retention.ms",
+    "log.roll.ms",
+    "log.segment.bytes",
+    "message.max.bytes",
+    "min.insync.replicas",
+];
+
+pub fn is_dynamic(name: &str) -> bool {
+    DYNAMIC_BROKER_KEYS.contains(&name)
+}
+
 /// Values of the broker settings, parsed.
 #[derive(Clone, Debug)]
 pub struct BrokerSettings {
@@ -572,6 +606,51 @@ impl BrokerSettings {
             })
     }
 
+    /// These settings with dynamic ones laid over them, in order (the cluster default, then
+    /// this broker's own). A value that cannot be taken (written to ZooKeeper by another tool,
+    /// or a name that is not dynamic) is left out with a warning, as Kafka skips invalid
+    /// dynamic configs, so the broker keeps running on the rest.
+    pub fn with_dynamic<'a>(
+        &self,
+        layers: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+    ) -> BrokerSettings {
+        let mut settings = self.clone();
+        for layer in layers {
+            for (name, value) in layer {
+                let taken = if is_dynamic(name) {
+                    settings.apply(name, value).map_err(|e| e.to_string())
+                } else {
+                    Err("not a dynamic setting".to_string())
+                };
+                if let Err(e) = taken {
+                    tracing::warn!(config = %name, %value, error = %e, "ignoring a dynamic broker config");
+                }
+            }
+        }
+        settings
+    }
+
+    /// Checks a set of dynamic values as AlterConfigs on a broker checks them: every name
+    /// dynamic, every value in bounds. The message is Kafka's.
+    pub fn check_dynamic(&self, configs: &BTreeMap<String, String>) -> Result<(), String> {
+        let fixed: Vec<&str> = configs
+            .keys()
+            .map(String::as_str)
+            .filter(|n| !is_dynamic(n))
+            .collect();
+        if !fixed.is_empty() {
+            return Err(format!(
+                "Cannot update these configs dynamically: Set({})",
+                fixed.join(", ")
+            ));
+        }
+        let mut trial = self.clone();
+        for (name, value) in configs {
+            trial.apply(name, value).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
     /// Every setting with its current value, for DescribeConfigs on the broker.
     pub fn entries(&self) -> &[(&'static str, String)] {
         &self.values
@@ -608,6 +687,27 @@ impl BrokerSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dynamic_layers_apply_in_order_and_only_dynamic_names_are_taken() {
+        let mut fixed = BrokerSettings::default();
+        fixed.set("log.retention.hours", "1").unwrap();
+        let cluster = BTreeMap::from([
+            ("log.retention.ms".to_string(), "5000".to_string()),
+            ("message.max.bytes".to_string(), "3000000".to_string()),
+            ("num.partitions".to_string(), "9".to_string()),
+        ]);
+        let own = BTreeMap::from([("message.max.bytes".to_string(), "2000000".to_string())]);
+        let s = fixed.with_dynamic([&cluster, &own]);
+        assert_eq!(s.log.retention_ms, 5000, "log.retention.ms wins over the hours");
+        assert_eq!(s.log.max_message_bytes, 2_000_000, "the broker's own wins");
+        assert_eq!(s.num_partitions, 1, "a static setting is not taken");
+        assert!(fixed.check_dynamic(&own).is_ok());
+        let err = fixed.check_dynamic(&cluster).unwrap_err();
+        assert_eq!(err, "Cannot update these configs dynamically: Set(num.partitions)");
+        let bad = BTreeMap::from([("message.max.bytes".to_string(), "-5".to_string())]);
+        assert!(fixed.check_dynamic(&bad).is_err());
+    }
 
     #[test]
     fn defaults_parse_and_bounds_are_checked() {

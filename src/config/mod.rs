@@ -9,7 +9,7 @@ mod broker;
 mod tuning;
 mod zookeeper;
 
-pub use broker::{BrokerSettings, BROKER_KEYS};
+pub use broker::{is_dynamic, BrokerSettings, BROKER_KEYS};
 pub use tuning::{ShardSettings, TuningFile};
 pub use zookeeper::ZkConnect;
 

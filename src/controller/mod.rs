@@ -334,6 +334,41 @@ pub async fn alter_topic_configs(
     Ok(())
 }
 
+/// Replaces the dynamic settings of one broker (`Some(id)`) or the cluster default (`None`)
+/// with `configs`, checked first (INVALID_CONFIG): kept in `meta/` or in ZooKeeper, then in
+/// force on every shard (and, in a cluster, on every broker the entity covers).
+pub async fn alter_broker_configs(
+    shard: &Shard,
+    broker: Option<i32>,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), TopicError> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    shard
+        .config
+        .broker
+        .check_dynamic(&configs)
+        .map_err(TopicError::InvalidConfig)?;
+    let current = shard.metadata();
+    if validate_only || *current.broker_configs.of(broker) == configs {
+        return Ok(());
+    }
+    match Authority::of(shard) {
+        Authority::SingleNode => {
+            single_node::alter_broker_configs(shard, &current, broker, configs).await
+        }
+        Authority::ZooKeeper(zk) => {
+            zookeeper::alter_broker_configs(shard, zk, broker, configs).await
+        }
+    }?;
+    match broker {
+        Some(id) => tracing::info!(broker = id, "dynamic broker configs changed"),
+        None => tracing::info!("dynamic cluster-default broker configs changed"),
+    }
+    Ok(())
+}
+
 /// Asks for elections of the partitions named (ElectLeaders): in ZooKeeper mode the elected
 /// controller carries them out on its next pass; a single broker leads every partition it has,
 /// so there is never one to do (the handler answers ELECTION_NOT_NEEDED before asking).

@@ -178,6 +178,26 @@ pub(super) async fn alter_topic_configs(
     publish(shard, next).await
 }
 
+/// Writes the broker's dynamic settings to `meta/` and publishes them; each shard lays them
+/// over its static settings. The caller holds the controller's lock and checked the values.
+pub(super) async fn alter_broker_configs(
+    shard: &Shard,
+    current: &ClusterMetadata,
+    broker: Option<i32>,
+    configs: std::collections::BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let mut next = current.clone();
+    next.broker_configs.set(broker, configs);
+    store::save_broker_configs(
+        &shard.config.data_dir,
+        &next.broker_configs,
+        shard.config.node_id,
+    )
+    .await
+    .map_err(|e| TopicError::Storage(e.to_string()))?;
+    publish(shard, next).await
+}
+
 /// A producer id from this broker's reservation in `meta/`, reserving a new block when it
 /// runs out. The caller holds the controller's lock.
 pub(super) async fn allocate_producer_id(

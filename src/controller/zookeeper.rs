@@ -241,6 +241,34 @@ pub(super) async fn alter_topic_configs(
     })
 }
 
+/// Writes `/config/brokers/<id|<default>>`; answers once this broker's view has the new set
+/// (every other broker's watch brings it too).
+pub(super) async fn alter_broker_configs(
+    shard: &Shard,
+    zk: &ZkHandle,
+    broker: Option<i32>,
+    configs: std::collections::BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let wanted = configs.clone();
+    zk.call(|reply| Request::AlterBrokerConfig {
+        broker,
+        configs,
+        reply,
+    })
+    .await
+    .ok_or_else(unavailable)?
+    .map_err(TopicError::Storage)?;
+    wait_for(shard, |m| {
+        (*m.broker_configs.of(broker) == wanted).then_some(())
+    })
+    .await
+    .ok_or_else(|| {
+        TopicError::Storage(
+            "the broker configs are in ZooKeeper but not in this broker's view yet".into(),
+        )
+    })
+}
+
 /// Writes the election request znode for the elected controller.
 pub(super) async fn elect_leaders(
     zk: &ZkHandle,

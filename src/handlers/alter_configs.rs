@@ -10,9 +10,12 @@
 //!   (`meta/`, or `/config/topics/<t>` with a `/config/changes` notification) and in force on
 //!   every shard at once. APPEND and SUBTRACT are for list configs only (`cleanup.policy`),
 //!   starting from the default when unset; DELETE of a name that is not set does nothing.
-//! - Brokers: the name is "" (every broker) or this broker's id (else INVALID_REQUEST). None
-//!   of Ferrite's broker settings can change at run time yet, so any change is INVALID_REQUEST
-//!   ("Cannot update these configs dynamically"), as Kafka answers for its static ones.
+//! - Brokers: the name is "" (the cluster default, every broker) or this broker's id (else
+//!   INVALID_REQUEST, as Kafka's `ZkAdminManager.getBrokerId`). Only the dynamic settings
+//!   (`config::broker::DYNAMIC_BROKER_KEYS`: the topic defaults and the cleaner's) can change;
+//!   any other is INVALID_CONFIG ("Cannot update these configs dynamically"). Kept in
+//!   `meta/broker-configs.json`, or `/config/brokers/<default>` and `/config/brokers/<id>`;
+//!   a broker's own value wins over the cluster default, which wins over the static one.
 //! - Broker loggers and other resource types: INVALID_REQUEST.
 
 use super::{errors, Request, Response};
@@ -35,8 +38,9 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
-/// Topic configs whose values are comma-separated lists (Kafka's `ConfigDef.Type.LIST`).
-const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
+/// Configs whose values are comma-separated lists (Kafka's `ConfigDef.Type.LIST`).
+const LIST_TOPIC_CONFIGS: &[&str] = &["cleanup.policy"];
+const LIST_BROKER_CONFIGS: &[&str] = &["log.cleanup.policy"];
 
 /// One key's change, as either API asks it.
 struct Change {
@@ -155,7 +159,7 @@ async fn alter(
                 Err(e) => Err(e),
                 Ok(()) => match *kind {
                     TOPIC => alter_topic(shard, name, changes, replace, validate_only).await,
-                    BROKER => refuse_broker_change(shard, name, changes),
+                    BROKER => alter_broker(shard, name, changes, replace, validate_only).await,
                     other => Err(invalid_request(&format!(
                         "Ferrite cannot alter configs of resource type {other}"
                     ))),
@@ -196,24 +200,14 @@ fn checked(changes: &[Change]) -> Outcome {
     Ok(())
 }
 
-async fn alter_topic(
-    shard: &Shard,
-    topic: &str,
+/// `changes` applied to an entity's `configs`. APPEND and SUBTRACT are for the `lists` only,
+/// starting from the value in force (`in_force`) when the entity sets none.
+fn applied(
+    mut configs: BTreeMap<String, String>,
     changes: &[Change],
-    replace: bool,
-    validate_only: bool,
-) -> Outcome {
-    let Some(info) = shard.metadata().topic(topic).cloned() else {
-        return Err((
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            TopicError::UnknownTopic.to_string(),
-        ));
-    };
-    let mut configs = if replace {
-        BTreeMap::new()
-    } else {
-        info.configs.clone()
-    };
+    lists: &[&str],
+    in_force: impl Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, (ErrorCode, String)> {
     for c in changes {
         let value = c.value.clone().unwrap_or_default();
         match c.op {
@@ -225,7 +219,7 @@ async fn alter_topic(
             }
             APPEND | SUBTRACT => {
                 let verb = if c.op == APPEND { "append" } else { "subtract" };
-                if !LIST_CONFIGS.contains(&c.name.as_str()) {
+                if !lists.contains(&c.name.as_str()) {
                     return Err(invalid_config(format!(
                         "Config value {verb} is not allowed for config key: {}",
                         c.name
@@ -234,7 +228,7 @@ async fn alter_topic(
                 let current = configs
                     .get(&c.name)
                     .cloned()
-                    .or_else(|| shard.config.broker.log.get(&c.name))
+                    .or_else(|| in_force(&c.name))
                     .unwrap_or_default();
                 let mut items: Vec<String> = current
                     .split(',')
@@ -262,6 +256,31 @@ async fn alter_topic(
             }
         }
     }
+    Ok(configs)
+}
+
+async fn alter_topic(
+    shard: &Shard,
+    topic: &str,
+    changes: &[Change],
+    replace: bool,
+    validate_only: bool,
+) -> Outcome {
+    let Some(info) = shard.metadata().topic(topic).cloned() else {
+        return Err((
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            TopicError::UnknownTopic.to_string(),
+        ));
+    };
+    let current = if replace {
+        BTreeMap::new()
+    } else {
+        info.configs.clone()
+    };
+    let settings = shard.settings();
+    let configs = applied(current, changes, LIST_TOPIC_CONFIGS, |n| {
+        settings.log.get(n)
+    })?;
     let name = topic.to_string();
     let altered = on_controller(shard, move |s| async move {
         controller::alter_topic_configs(&s, &name, configs, validate_only).await
@@ -273,12 +292,25 @@ async fn alter_topic(
     altered.map_err(|e| (e.code(), e.to_string()))
 }
 
-fn refuse_broker_change(shard: &Shard, name: &str, changes: &[Change]) -> Outcome {
-    if !name.is_empty() {
+/// A broker resource: `""` (the cluster default) or this broker's id. The new set is built as
+/// for a topic, from the entity's dynamic settings (not the static ones: those stay in the
+/// tuning file), then checked: any setting Ferrite cannot change at run time is INVALID_CONFIG
+/// ("Cannot update these configs dynamically", Kafka's `ConfigException`), and so is a name it
+/// does not know, since no plugin could read it.
+async fn alter_broker(
+    shard: &Shard,
+    name: &str,
+    changes: &[Change],
+    replace: bool,
+    validate_only: bool,
+) -> Outcome {
+    let broker = if name.is_empty() {
+        None
+    } else {
         match name.parse::<i32>() {
             Err(_) => {
                 return Err(invalid_request(&format!(
-                    "Node id must be an integer, but it is: {name}"
+                    "Broker id must be an integer, but it is: {name}"
                 )))
             }
             Ok(id) if id != shard.config.node_id => {
@@ -287,15 +319,28 @@ fn refuse_broker_change(shard: &Shard, name: &str, changes: &[Change]) -> Outcom
                     shard.config.node_id
                 )))
             }
-            Ok(_) => {}
+            Ok(id) => Some(id),
         }
-    }
-    if changes.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<&str> = changes.iter().map(|c| c.name.as_str()).collect();
-    Err(invalid_request(&format!(
-        "Cannot update these configs dynamically: Set({})",
-        names.join(", ")
+    };
+    let current = if replace {
+        BTreeMap::new()
+    } else {
+        shard.metadata().broker_configs.of(broker).clone()
+    };
+    let settings = shard.settings();
+    let configs = applied(current, changes, LIST_BROKER_CONFIGS, |n| {
+        settings
+            .entries()
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, v)| v.clone())
+    })?;
+    on_controller(shard, move |s| async move {
+        controller::alter_broker_configs(&s, broker, configs, validate_only).await
+    })
+    .await
+    .unwrap_or(Err(TopicError::Storage(
+        "the controller did not answer".into(),
     )))
+    .map_err(|e| (e.code(), e.to_string()))
 }

@@ -133,7 +133,7 @@ fn created_configs(
     if version < 5 {
         return None;
     }
-    let configs = super::describe_configs::topic_entries(&shard.config.broker, info)
+    let configs = super::describe_configs::topic_entries(shard, info)
         .into_iter()
         .map(|e| {
             CreatableTopicConfigs::default()

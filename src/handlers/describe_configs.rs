@@ -1,12 +1,16 @@
 //! DescribeConfigs: a topic's configs (its overrides, else the broker defaults), or the broker's.
 //!
-//! Sources as Kafka reports them: TOPIC_CONFIG for a topic override, STATIC_BROKER_CONFIG for
-//! a default set in the tuning file, DEFAULT_CONFIG otherwise. Unknown requested names are
-//! left out, as Kafka does. Broker settings are read-only (no AlterConfigs).
+//! Sources as Kafka reports them, most specific first: DYNAMIC_TOPIC_CONFIG for a topic
+//! override, DYNAMIC_BROKER_CONFIG for a value altered on this broker, DYNAMIC_DEFAULT_BROKER_CONFIG
+//! for the cluster default altered at run time, STATIC_BROKER_CONFIG for one set in the tuning
+//! file or with `--set`, DEFAULT_CONFIG otherwise; synonyms list every level that has a value.
+//! Unknown requested names are left out, as Kafka does. As Kafka's `ConfigHelper`: the broker
+//! resource `""` describes only the cluster's dynamic defaults; this broker's id describes
+//! every setting, read-only unless it is dynamic; another broker's id is INVALID_REQUEST.
 
 use super::{errors, Request, Response};
-use crate::config::{BrokerSettings, BROKER_KEYS};
-use crate::metadata::{topic_config, TopicInfo};
+use crate::config::{is_dynamic, BrokerSettings, BROKER_KEYS};
+use crate::metadata::{topic_config, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
 use ferrite_shards::config::CONFIG_KEYS;
@@ -19,6 +23,8 @@ use kafka_protocol::protocol::StrBytes;
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
@@ -116,7 +122,7 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                             .with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code())
                             .with_error_message(Some(s("Topic does not exist")));
                     };
-                    let configs = topic_entries(&shard.config.broker, topic)
+                    let configs = topic_entries(shard, topic)
                         .into_iter()
                         .filter(|e| wanted(e.name))
                         .map(|e| {
@@ -136,9 +142,29 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                     base.with_configs(configs)
                 }
                 BROKER => {
-                    let me = shard.metadata().controller_id.to_string();
+                    let me = shard.config.node_id;
                     let name = r.resource_name.as_str();
-                    if !name.is_empty() && name != me {
+                    let metadata = shard.metadata();
+                    let synonym = |(n, v, source): (&str, String, i8)| {
+                        DescribeConfigsSynonym::default()
+                            .with_name(s(n))
+                            .with_value((!v.is_empty()).then(|| s(&v)))
+                            .with_source(source)
+                    };
+                    if name.is_empty() {
+                        let configs = metadata
+                            .broker_configs
+                            .of(None)
+                            .iter()
+                            .filter(|(n, _)| wanted(n))
+                            .map(|(n, v)| {
+                                let synonyms = vec![synonym((n, v.clone(), SOURCE_DYNAMIC_DEFAULT))];
+                                entry(n, v.clone(), SOURCE_DYNAMIC_DEFAULT, false, synonyms)
+                            })
+                            .collect();
+                        return base.with_configs(configs);
+                    }
+                    if name.parse::<i32>() != Ok(me) {
                         errors::refused(
                             shard,
                             ApiKey::DescribeConfigs,
@@ -147,24 +173,20 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                         );
                         return base
                             .with_error_code(ErrorCode::INVALID_REQUEST.code())
-                            .with_error_message(Some(s(&format!("this is broker {me}"))));
+                            .with_error_message(Some(s(&format!(
+                                "Unexpected broker id, expected {me} or empty string, but received {name}"
+                            ))));
                     }
-                    let broker = &shard.config.broker;
-                    let configs = broker
+                    let configs = shard
+                        .settings()
                         .entries()
                         .iter()
                         .filter(|(n, _)| wanted(n))
                         .map(|(n, v)| {
-                            let source = if broker.explicit.iter().any(|e| e == n) {
-                                SOURCE_STATIC_BROKER
-                            } else {
-                                SOURCE_DEFAULT
-                            };
-                            let synonyms = vec![DescribeConfigsSynonym::default()
-                                .with_name(s(n))
-                                .with_value((!v.is_empty()).then(|| s(v)))
-                                .with_source(source)];
-                            entry(n, v.clone(), source, true, synonyms)
+                            let levels = broker_levels(shard, &metadata, n);
+                            let source = levels.first().map_or(SOURCE_DEFAULT, |l| l.2);
+                            let synonyms = levels.into_iter().map(synonym).collect();
+                            entry(n, v.clone(), source, !is_dynamic(n), synonyms)
                         })
                         .collect();
                     base.with_configs(configs)
@@ -201,30 +223,25 @@ pub struct TopicConfigEntry {
 }
 
 /// Every config of `topic`, in DescribeConfigs order (CreateTopics v5+ answers with the same).
-pub fn topic_entries(broker: &BrokerSettings, topic: &TopicInfo) -> Vec<TopicConfigEntry> {
+pub fn topic_entries(shard: &Shard, topic: &TopicInfo) -> Vec<TopicConfigEntry> {
+    let metadata = shard.metadata();
+    let settings = shard.settings();
     topic_config::all_names()
         .into_iter()
         .map(|name| {
             let overridden = topic.configs.get(name);
-            let default = broker
+            let default = settings
                 .log
                 .get(name)
-                .or_else(|| topic_config::broker_topic_default(name, broker.min_insync_replicas))
+                .or_else(|| topic_config::broker_topic_default(name, settings.min_insync_replicas))
                 .unwrap_or_default();
-            // The broker settings this config falls back to, most precise first, those with
-            // a value only (log.retention.ms is unset unless given; log.retention.hours is).
+            // The broker settings this config falls back to, most precise first, each at every
+            // level that gives it a value (log.retention.ms is unset unless given;
+            // log.retention.hours is always set).
             let broker_synonyms: Vec<(&'static str, String, i8)> =
                 BrokerSettings::synonyms_of(name)
                     .iter()
-                    .filter_map(|&b| {
-                        let value = broker_value(broker, b).filter(|v| !v.is_empty())?;
-                        let source = if broker.explicit.iter().any(|e| e == b) {
-                            SOURCE_STATIC_BROKER
-                        } else {
-                            SOURCE_DEFAULT
-                        };
-                        Some((b, value, source))
-                    })
+                    .flat_map(|b| broker_levels(shard, &metadata, b))
                     .collect();
             let broker_source = broker_synonyms
                 .first()
@@ -254,6 +271,33 @@ pub fn topic_entries(broker: &BrokerSettings, topic: &TopicInfo) -> Vec<TopicCon
             }
         })
         .collect()
+}
+
+/// A broker setting's value at each level that has one, most specific first (Kafka's
+/// synonyms): altered for this broker, altered for the cluster, static, Ferrite's default.
+fn broker_levels(
+    shard: &Shard,
+    metadata: &ClusterMetadata,
+    name: &'static str,
+) -> Vec<(&'static str, String, i8)> {
+    let dynamic = &metadata.broker_configs;
+    let mut levels = Vec::new();
+    if let Some(v) = dynamic.of(Some(shard.config.node_id)).get(name) {
+        levels.push((name, v.clone(), SOURCE_DYNAMIC_BROKER));
+    }
+    if let Some(v) = dynamic.of(None).get(name) {
+        levels.push((name, v.clone(), SOURCE_DYNAMIC_DEFAULT));
+    }
+    let fixed = &shard.config.broker;
+    if let Some(v) = broker_value(fixed, name).filter(|v| !v.is_empty()) {
+        let source = if fixed.explicit.iter().any(|e| e == name) {
+            SOURCE_STATIC_BROKER
+        } else {
+            SOURCE_DEFAULT
+        };
+        levels.push((name, v, source));
+    }
+    levels
 }
 
 fn broker_value(broker: &BrokerSettings, name: &str) -> Option<String> {

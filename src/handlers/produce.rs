@@ -319,7 +319,7 @@ fn required_isr(shard: &Shard, topic: &str) -> i32 {
         .topic(topic)
         .and_then(|t| t.configs.get("min.insync.replicas").cloned())
         .and_then(|v| v.parse::<i32>().ok())
-        .unwrap_or(shard.config.broker.min_insync_replicas)
+        .unwrap_or(shard.settings().min_insync_replicas)
 }
 
 /// acks=all needs `min.insync.replicas` replicas in the ISR.

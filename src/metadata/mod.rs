@@ -61,6 +61,40 @@ impl TopicInfo {
     }
 }
 
+/// Broker settings changed at run time (AlterConfigs on a broker resource), by Kafka name:
+/// kept in `meta/broker-configs.json` on a single broker, and in ZooKeeper at
+/// `/config/brokers/<default>` and `/config/brokers/<id>` in a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DynamicBrokerConfigs {
+    /// Every broker's (the resource name `""`).
+    pub cluster_default: BTreeMap<String, String>,
+    /// One broker's own, which win over the cluster default.
+    pub per_broker: BTreeMap<i32, BTreeMap<String, String>>,
+}
+
+impl DynamicBrokerConfigs {
+    /// The set of one entity: `None` is the cluster default.
+    pub fn of(&self, broker: Option<i32>) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        match broker {
+            None => &self.cluster_default,
+            Some(id) => self.per_broker.get(&id).unwrap_or(&EMPTY),
+        }
+    }
+
+    pub fn set(&mut self, broker: Option<i32>, configs: BTreeMap<String, String>) {
+        match broker {
+            None => self.cluster_default = configs,
+            Some(id) if configs.is_empty() => {
+                self.per_broker.remove(&id);
+            }
+            Some(id) => {
+                self.per_broker.insert(id, configs);
+            }
+        }
+    }
+}
+
 /// One snapshot of the cluster's metadata.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterMetadata {
@@ -68,6 +102,7 @@ pub struct ClusterMetadata {
     pub controller_id: i32,
     pub brokers: Vec<BrokerInfo>,
     pub topics: BTreeMap<String, Arc<TopicInfo>>,
+    pub broker_configs: DynamicBrokerConfigs,
 }
 
 impl ClusterMetadata {

@@ -2,11 +2,15 @@
 //!
 //! `<data-dir>/meta/cluster.json` holds the cluster id and the producer-id reservation;
 //! `<data-dir>/meta/topics/<topic>.json` one topic each (partitions with their owning shard, and
-//! config overrides). Every file is written atomically: temporary file, fsync, rename, fsync of
+//! config overrides); `<data-dir>/meta/broker-configs.json` the broker settings changed at run
+//! time (AlterConfigs on the broker). Every file is written atomically: temporary file, fsync, rename, fsync of
 //! the directory. Loading runs once on the main thread before the shards start; writes run on
 //! the controller shard through its io_uring ring.
 
-use super::{cluster_id_string, random_id, BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+use super::{
+    cluster_id_string, random_id, BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo,
+    TopicInfo,
+};
 use ferrite_shards::placement::{assign_balanced, ShardId};
 use ferrite_shards::uring;
 use serde::{Deserialize, Serialize};
@@ -30,6 +34,14 @@ struct TopicFile {
     id: String,
     partitions: Vec<PartitionFile>,
     configs: BTreeMap<String, String>,
+}
+
+/// The dynamic broker settings: the cluster default and this broker's own (one broker, but
+/// both levels are kept apart as Kafka keeps them, so DescribeConfigs reports each source).
+#[derive(Serialize, Deserialize, Default)]
+struct BrokerConfigsFile {
+    cluster_default: BTreeMap<String, String>,
+    broker: BTreeMap<String, String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -121,11 +133,25 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
             }),
         );
     }
+    let broker_configs_path = broker_configs_path(data_dir);
+    let broker_configs: BrokerConfigsFile = match std::fs::read(&broker_configs_path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|e| bad_file(&broker_configs_path, e))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BrokerConfigsFile::default(),
+        Err(e) => return Err(e),
+    };
+    let mut dynamic = DynamicBrokerConfigs {
+        cluster_default: broker_configs.cluster_default,
+        ..DynamicBrokerConfigs::default()
+    };
+    dynamic.set(Some(node.node_id), broker_configs.broker);
     let mut metadata = ClusterMetadata {
         cluster_id: cluster.cluster_id,
         controller_id: node.node_id,
         brokers: vec![node.clone()],
         topics,
+        broker_configs: dynamic,
     };
     let moved = replace_missing_shards(&mut metadata, shards);
     if moved > 0 {
@@ -208,6 +234,27 @@ pub async fn remove_topic(data_dir: &Path, name: &str) -> std::io::Result<()> {
         Err(e) => return Err(e),
     }
     uring::sync_dir(&topics_dir(data_dir)).await
+}
+
+fn broker_configs_path(data_dir: &Path) -> PathBuf {
+    meta_dir(data_dir).join("broker-configs.json")
+}
+
+/// Writes the dynamic broker settings (the cluster default and `node`'s own).
+pub async fn save_broker_configs(
+    data_dir: &Path,
+    configs: &DynamicBrokerConfigs,
+    node: i32,
+) -> std::io::Result<()> {
+    let file = BrokerConfigsFile {
+        cluster_default: configs.cluster_default.clone(),
+        broker: configs.of(Some(node)).clone(),
+    };
+    uring::write_atomically(
+        &broker_configs_path(data_dir),
+        serde_json::to_vec_pretty(&file).expect("serialisable"),
+    )
+    .await
 }
 
 /// Records that producer ids below `reserved_below` may have been handed out.

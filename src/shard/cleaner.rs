@@ -32,13 +32,14 @@ pub(super) fn start(shard: &Rc<Shard>) {
 }
 
 async fn cleaner_loop(shard: Rc<Shard>) {
-    let broker = &shard.config.broker;
-    let budget = CleanerBudget {
-        throttle: IoThrottle::new(broker.cleaner_io_bytes_per_second),
-        dedupe_buffer_bytes: broker.cleaner_dedupe_buffer_bytes,
-    };
-    let backoff = Duration::from_millis(broker.cleaner_backoff_ms);
     while !shard.is_shutting_down() {
+        // Read each pass: the cleaner's settings are dynamic (AlterConfigs on the broker).
+        let settings = shard.settings();
+        let budget = CleanerBudget {
+            throttle: IoThrottle::new(settings.cleaner_io_bytes_per_second),
+            dedupe_buffer_bytes: settings.cleaner_dedupe_buffer_bytes,
+        };
+        let backoff = Duration::from_millis(settings.cleaner_backoff_ms);
         let now = now_ms();
         let mut due: Vec<_> = shard
             .partitions()

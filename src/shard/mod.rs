@@ -19,7 +19,7 @@ pub mod routing;
 pub mod services;
 
 use crate::cluster::ZkHandle;
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, BrokerSettings};
 use crate::metadata::{ClusterMetadata, PartitionInfo};
 use capacity::Capacity;
 use counters::{ShardMetrics, ShardStats};
@@ -42,6 +42,9 @@ pub struct Shard {
     pub config: Arc<BrokerConfig>,
     router: OnceCell<Router<Shard>>,
     metadata: RefCell<Arc<ClusterMetadata>>,
+    /// The broker settings in force: the static ones (`config.broker`) with the dynamic ones
+    /// of the metadata over them, made again when those change.
+    settings: RefCell<Arc<BrokerSettings>>,
     partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
     cache: Option<Rc<BatchCache>>,
     /// Request bytes read and not yet answered on this shard.
@@ -70,10 +73,12 @@ impl Shard {
         capacity: Arc<Capacity>,
     ) -> Shard {
         let settings = config.shard(id.0).clone();
+        let in_force = Arc::new(settings_in_force(&config, &metadata));
         Shard {
             id,
             router: OnceCell::new(),
             metadata: RefCell::new(metadata),
+            settings: RefCell::new(in_force),
             partitions: RefCell::new(HashMap::new()),
             cache: (settings.io_mode == IoMode::Direct)
                 .then(|| BatchCache::new(settings.cache_bytes)),
@@ -119,6 +124,20 @@ impl Shard {
 
     pub fn metadata(&self) -> Arc<ClusterMetadata> {
         self.metadata.borrow().clone()
+    }
+
+    /// The broker settings in force now, dynamic changes included. Settings that cannot
+    /// change at run time are read from `config.broker` directly.
+    pub fn settings(&self) -> Arc<BrokerSettings> {
+        self.settings.borrow().clone()
+    }
+
+    /// Takes a new metadata snapshot (see `install_metadata` for what follows from it).
+    fn replace_metadata(&self, metadata: Arc<ClusterMetadata>) {
+        let previous = std::mem::replace(&mut *self.metadata.borrow_mut(), metadata.clone());
+        if previous.broker_configs != metadata.broker_configs {
+            *self.settings.borrow_mut() = Arc::new(settings_in_force(&self.config, &metadata));
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -168,4 +187,12 @@ impl Shard {
         }
         self.partitions.borrow_mut().clear();
     }
+}
+
+/// The static settings with the cluster's dynamic default and this broker's own over them.
+fn settings_in_force(config: &BrokerConfig, metadata: &ClusterMetadata) -> BrokerSettings {
+    let dynamic = &metadata.broker_configs;
+    config
+        .broker
+        .with_dynamic([dynamic.of(None), dynamic.of(Some(config.node_id))])
 }

@@ -16,7 +16,7 @@ const OPEN_CONCURRENCY: usize = 16;
 impl Shard {
     /// Takes a new metadata snapshot and opens or removes partitions to match it.
     pub async fn install_metadata(&self, metadata: Arc<ClusterMetadata>) -> Result<(), String> {
-        *self.metadata.borrow_mut() = metadata;
+        self.replace_metadata(metadata);
         self.reconcile().await
     }
 
@@ -25,6 +25,7 @@ impl Shard {
     pub async fn reconcile(&self) -> Result<(), String> {
         let _lock = self.reconcile_lock.acquire_permit(1).await;
         let metadata = self.metadata();
+        let settings = self.settings();
         let mut to_open = Vec::new();
         // Open partitions whose leadership moved to or from this broker.
         let mut leadership_moved = Vec::new();
@@ -36,8 +37,9 @@ impl Shard {
                 match self.partition(&t.name, p.index) {
                     None => to_open.push((t.clone(), p.index, p.leader_epoch)),
                     Some(open) => {
-                        // A topic's configs changed (AlterConfigs): in force at once.
-                        let config = t.log_config(&self.config.broker.log);
+                        // A topic's configs or the broker's defaults changed (AlterConfigs):
+                        // in force at once.
+                        let config = t.log_config(&settings.log);
                         if *open.log().config() != config {
                             open.log().set_config(config);
                         }
@@ -112,7 +114,7 @@ impl Shard {
     ) -> Result<(), String> {
         let opens = placed.iter().map(|(topic, index, epoch)| async move {
             let options = LogOptions {
-                config: topic.log_config(&self.config.broker.log),
+                config: topic.log_config(&self.settings().log),
                 io_mode: self.config.io_mode(self.id.0),
                 writer: self.config.shard(self.id.0).writer,
                 cache: self.cache.clone(),

@@ -553,6 +553,7 @@ type adminFlags struct {
 	replication  int
 	validateOnly bool
 	partitionIDs string
+	broker       string
 }
 
 // runAdmin runs one ClusterAdmin call (delete-group: Broker.DeleteGroups, which 1.22's
@@ -569,6 +570,7 @@ func runAdmin(op string, args []string) {
 	fs.IntVar(&a.replication, "replication", 1, "replication factor (create-topic)")
 	fs.BoolVar(&a.validateOnly, "validate-only", false, "validate only (create-topic)")
 	fs.StringVar(&a.partitionIDs, "partition-ids", "", "partitions (list-group-offsets)")
+	fs.StringVar(&a.broker, "broker", "", "broker resource name: an id, or empty for the cluster default")
 	cfg := c.parse(fs, args)
 	if op == "delete-group" {
 		deleteGroup(c, cfg, a.group)
@@ -611,6 +613,10 @@ func adminOp(admin sarama.ClusterAdmin, op string, a *adminFlags) error {
 		return deleteRecords(admin, a)
 	case "alter-config":
 		return alterConfig(admin, a)
+	case "alter-broker-config":
+		return alterBrokerConfig(admin, a)
+	case "describe-broker-config":
+		return describeBrokerConfig(admin, a.broker)
 	}
 	fatalf("unknown admin operation %q", op)
 	return nil
@@ -641,6 +647,40 @@ func deleteRecords(admin sarama.ClusterAdmin, a *adminFlags) error {
 
 // alterConfig replaces a topic's configs with the -config entries (AlterConfigs v0).
 func alterConfig(admin sarama.ClusterAdmin, a *adminFlags) error {
+	if err := admin.AlterConfig(sarama.TopicResource, oneTopic(a), configEntries(a), a.validateOnly); err != nil {
+		return err
+	}
+	emit(map[string]interface{}{"altered": oneTopic(a)})
+	return nil
+}
+
+// brokerResource is Kafka's ConfigResource.Type BROKER. Sarama 1.22's BrokerResource is 5
+// (its ACL resource numbering), which Kafka refuses as an unknown resource type.
+const brokerResource = sarama.ConfigResourceType(4)
+
+// alterBrokerConfig replaces a broker resource's dynamic configs (AlterConfigs v0, sent to the
+// controller): -broker "" is the cluster default.
+func alterBrokerConfig(admin sarama.ClusterAdmin, a *adminFlags) error {
+	if err := admin.AlterConfig(brokerResource, a.broker, configEntries(a), a.validateOnly); err != nil {
+		return err
+	}
+	emit(map[string]interface{}{"altered": a.broker})
+	return nil
+}
+
+func describeBrokerConfig(admin sarama.ClusterAdmin, broker string) error {
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: brokerResource, Name: broker})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		emit(map[string]interface{}{"broker": broker, "name": e.Name, "value": e.Value,
+			"default": e.Default, "read_only": e.ReadOnly})
+	}
+	return nil
+}
+
+func configEntries(a *adminFlags) map[string]*string {
 	entries := map[string]*string{}
 	for _, kv := range a.configs {
 		i := strings.IndexByte(kv, '=')
@@ -650,11 +690,7 @@ func alterConfig(admin sarama.ClusterAdmin, a *adminFlags) error {
 		value := kv[i+1:]
 		entries[kv[:i]] = &value
 	}
-	if err := admin.AlterConfig(sarama.TopicResource, oneTopic(a), entries, a.validateOnly); err != nil {
-		return err
-	}
-	emit(map[string]interface{}{"altered": oneTopic(a)})
-	return nil
+	return entries
 }
 
 func oneTopic(a *adminFlags) string {
