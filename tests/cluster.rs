@@ -5,7 +5,7 @@
 mod common;
 
 use common::cluster::{
-    broker_ids, leaders, metadata, start_broker_on, start_cluster, wait_until, SESSION_MS,
+    broker_ids, isr, leaders, metadata, start_broker_on, start_cluster, wait_until, SESSION_MS,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
@@ -404,4 +404,142 @@ fn broker_configs_at_the_cluster_default_reach_every_broker_and_a_brokers_own_on
         "INVALID_CONFIG"
     );
     assert_eq!(retention(&brokers[2]), is("7654321", 2));
+}
+
+/// The replica list of one partition, in order, as kcat reports it.
+fn replicas(md: &serde_json::Value, topic: &str, partition: i64) -> Vec<i64> {
+    md["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["topic"] == topic)
+        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
+        .filter(|p| p["partition"] == partition)
+        .flat_map(|p| p["replicas"].as_array().unwrap().iter())
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
+}
+
+/// AlterPartitionReassignments (one partition, `None` to cancel) through `b`: its error code.
+fn reassign(b: &Broker, topic: &str, target: Option<Vec<i32>>) -> i16 {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    };
+    let mut conn = wire::connect(b);
+    let body = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(target.map(|t| t.into_iter().map(BrokerId).collect()))]),
+    ]);
+    let answer: AlterPartitionReassignmentsResponse =
+        wire::call(&mut conn, ApiKey::AlterPartitionReassignments, 0, &body);
+    answer.responses[0].partitions[0].error_code
+}
+
+/// (replicas, adding, removing) of the partitions `b` lists as being reassigned.
+fn ongoing(b: &Broker) -> Vec<(Vec<i32>, Vec<i32>, Vec<i32>)> {
+    use kafka_protocol::messages::{
+        ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    };
+    let mut conn = wire::connect(b);
+    let answer: ListPartitionReassignmentsResponse = wire::call(
+        &mut conn,
+        ApiKey::ListPartitionReassignments,
+        0,
+        &ListPartitionReassignmentsRequest::default().with_topics(None),
+    );
+    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+    answer
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| {
+            (
+                ids(&p.replicas),
+                ids(&p.adding_replicas),
+                ids(&p.removing_replicas),
+            )
+        })
+        .collect()
+}
+
+/// A reassignment whose new replica cannot catch up (its broker is stopped) stays in progress,
+/// listed with what it adds and removes, and a cancel puts the original replicas back.
+#[test]
+fn a_reassignment_stuck_on_a_silent_broker_is_listed_and_a_cancel_reverts_it() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &[]);
+    produce_keyed(&brokers[0], "stuck", 0, 30);
+    let md = metadata(&brokers[0], Some("stuck"));
+    let original = replicas(&md, "stuck", 0);
+    assert_eq!(original.len(), 1, "one replica by default");
+    let home = original[0] as i32;
+    let silent = [1, 2, 3].into_iter().find(|&b| b != home).unwrap();
+    // Asked through the partition's own broker: the silent one cannot answer.
+    let asker = &brokers[(home - 1) as usize];
+    brokers[(silent - 1) as usize].pause();
+    assert_eq!(reassign(asker, "stuck", Some(vec![silent])), 0);
+    assert_eq!(
+        ongoing(asker),
+        [(vec![silent, home], vec![silent], vec![home])]
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        ongoing(asker).len(),
+        1,
+        "the silent replica cannot join the ISR"
+    );
+    assert_eq!(
+        leaders(&metadata(asker, Some("stuck")), "stuck")[&0],
+        home as i64,
+        "the leader stays until the target is in sync"
+    );
+    assert_eq!(reassign(asker, "stuck", None), 0, "cancelled");
+    assert!(ongoing(asker).is_empty());
+    assert_eq!(
+        reassign(asker, "stuck", None),
+        85,
+        "NO_REASSIGNMENT_IN_PROGRESS"
+    );
+    brokers[(silent - 1) as usize].resume();
+    wait_until(
+        Duration::from_secs(10),
+        "the original replica set again",
+        || {
+            let md = metadata(asker, Some("stuck"));
+            replicas(&md, "stuck", 0) == [home as i64] && isr(&md, "stuck", 0) == [home as i64]
+        },
+    );
+    assert_eq!(consume_all(asker, "stuck").len(), 30);
+}
+
+/// A reassignment asked the old way, by writing `/admin/reassign_partitions` as Kafka's tools
+/// did before KIP-455, is carried out by the controller, which removes the znode.
+#[test]
+fn a_reassignment_written_to_admin_reassign_partitions_is_carried_out() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &[]);
+    produce_keyed(&brokers[0], "asked", 0, 30);
+    let home = replicas(&metadata(&brokers[0], Some("asked")), "asked", 0)[0];
+    let other = [1, 2, 3].into_iter().find(|&b| b != home).unwrap();
+    let request = format!(
+        r#"{{"version":1,"partitions":[{{"topic":"asked","partition":0,"replicas":[{other}]}}]}}"#
+    );
+    let (created, out) = zk.cli(&["create", "/admin/reassign_partitions", &request]);
+    assert!(created, "{out}");
+    wait_until(Duration::from_secs(20), "partition 0 moved", || {
+        let md = metadata(&brokers[0], Some("asked"));
+        replicas(&md, "asked", 0) == [other] && isr(&md, "asked", 0) == [other]
+    });
+    let (_, out) = zk.cli(&["stat", "/admin/reassign_partitions"]);
+    assert!(
+        out.contains("does not exist"),
+        "the controller removed it: {out}"
+    );
+    assert_eq!(consume_all(&brokers[0], "asked").len(), 30);
 }

@@ -70,6 +70,8 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 const TOPIC: &str = "matrix";
@@ -462,6 +464,55 @@ fn offset_apis_answer_in_every_version() {
             &ElectLeadersRequest::default().with_topic_partitions(None),
         );
         assert!(every.replica_election_results.is_empty(), "v{version}");
+    }
+    // One broker is the only live broker: a target of itself moves nothing, any other broker
+    // is INVALID_REPLICA_ASSIGNMENT, a cancel finds nothing in progress, nothing is listed.
+    {
+        use kafka_protocol::messages::alter_partition_reassignments_request::{
+            ReassignablePartition, ReassignableTopic,
+        };
+        let partition = |index: i32, replicas: Option<Vec<i32>>| {
+            ReassignablePartition::default()
+                .with_partition_index(index)
+                .with_replicas(replicas.map(|r| r.into_iter().map(BrokerId).collect()))
+        };
+        let mut code_of = |partitions: Vec<ReassignablePartition>| {
+            let body = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                ReassignableTopic::default()
+                    .with_name(topic_name(TOPIC))
+                    .with_partitions(partitions),
+            ]);
+            let answer: AlterPartitionReassignmentsResponse =
+                call(&mut conn, ApiKey::AlterPartitionReassignments, 0, &body);
+            let codes: Vec<(i32, i16)> = answer.responses[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code))
+                .collect();
+            codes
+        };
+        assert_eq!(
+            code_of(vec![
+                partition(0, Some(vec![0])),
+                partition(99, Some(vec![0]))
+            ]),
+            [(0, 0), (99, 3)]
+        );
+        assert_eq!(code_of(vec![partition(0, Some(vec![5]))]), [(0, 39)]);
+        assert_eq!(code_of(vec![partition(0, Some(vec![0, 0]))]), [(0, 39)]);
+        assert_eq!(code_of(vec![partition(0, None)]), [(0, 85)]);
+        assert_eq!(
+            code_of(vec![partition(0, None), partition(0, Some(vec![0]))]),
+            [(0, 0)],
+            "a partition named twice is answered once, for the last"
+        );
+        let listed: ListPartitionReassignmentsResponse = call(
+            &mut conn,
+            ApiKey::ListPartitionReassignments,
+            0,
+            &ListPartitionReassignmentsRequest::default().with_topics(None),
+        );
+        assert_eq!((listed.error_code, listed.topics.len()), (0, 0));
     }
     // Three records: each DeleteRecords version moves the log start one further.
     for version in 0..=2 {

@@ -626,3 +626,41 @@ fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
         vec!["after"]
     );
 }
+
+/// AlterPartitionReassignments through kafka-python moves a partition from two brokers to the
+/// third and one of the two while acks=all records arrive: every acknowledged record is read
+/// back (the script checks), both target replicas hold the partition on disk, and the broker
+/// that left deletes its copy.
+#[test]
+fn a_reassignment_under_acks_all_load_moves_the_partition_and_loses_nothing() {
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, REPLICATION);
+    let out = python("kafka_python_reassign.py", &[&brokers[0].addr]);
+    let line = out.lines().rev().find(|l| l.starts_with('{')).expect(&out);
+    println!("{line}");
+    let moved: serde_json::Value = serde_json::from_str(line).unwrap();
+    let ids = |key: &str| -> Vec<i64> {
+        moved[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect()
+    };
+    let (original, target) = (ids("original"), ids("target"));
+    let left = original
+        .iter()
+        .find(|b| !target.contains(b))
+        .copied()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the broker that left deletes its copy",
+        || !brokers[node_index(left)].data_dir.join("moving-0").exists(),
+    );
+    for &b in &target {
+        let dir = brokers[node_index(b)].data_dir.join("moving-0");
+        assert!(dir.exists(), "broker {b} holds the partition: {out}");
+    }
+    assert!(brokers[node_index(left)].log().contains("partition closed"));
+}

@@ -17,6 +17,15 @@
 //!   partition led by another broker than its preferred one (the first replica) moves back to
 //!   it when that replica is alive and in the ISR, which spreads leaders again after failovers.
 //!
+//! - A partition being reassigned (its topic znode lists `adding_replicas` and
+//!   `removing_replicas`, Kafka's KIP-455 layout) has, meanwhile, the target replicas and the
+//!   leaving ones as replicas: the new ones open it and follow the leader until they join the
+//!   ISR. Once every target replica is in the ISR, leadership moves to one of them if the
+//!   leader is leaving (a new leader epoch), then the topic znode is rewritten with the target
+//!   alone; a leader or ISR member that is no longer a replica then leaves the ISR like a dead
+//!   one, and the brokers that left delete their copy. A cancel (the replicas put back) ends
+//!   the same way.
+//!
 //! Every state change is a conditional set on the version read; a conflict means someone else
 //! moved first, and the next pass reads again.
 
@@ -46,6 +55,11 @@ pub async fn run(
         tracing::info!(topic = %name, "controller deleted topic");
     }
     let live = |b: &i32| tree.brokers.contains_key(b);
+    if !tree.reassign_requests.is_empty() {
+        start_asked_reassignments(client, tree).await?;
+        // The topic znodes changed: the next pass reads them again.
+        return Ok(changes);
+    }
     for (name, topic) in &tree.topics {
         if tree.pending_deletions.contains(name) {
             continue;
@@ -54,6 +68,7 @@ pub async fn run(
             .configs
             .get("unclean.leader.election.enable")
             .is_some_and(|v| v == "true");
+        let mut reassigned = Vec::new();
         for (&p, zp) in &topic.partitions {
             let asked = |list: &[znodes::ElectionPartition]| {
                 list.iter().any(|e| e.topic == *name && e.partition == p)
@@ -77,18 +92,35 @@ pub async fn run(
                     }
                     continue;
                 }
-                Some((state, version)) => next_state(state, &zp.replicas, controller_epoch, live)
-                    .or_else(|| {
-                        unclean
-                            .then(|| unclean_state(state, &zp.replicas, controller_epoch, live))
-                            .flatten()
-                    })
-                    .or_else(|| {
-                        restore_preferred
-                            .then(|| preferred_state(state, &zp.replicas, controller_epoch, live))
-                            .flatten()
-                    })
-                    .map(|s| (s, *version)),
+                Some((state, version)) => {
+                    let step = topic
+                        .reassignments
+                        .get(&p)
+                        .map(|r| reassignment_step(state, &zp.replicas, r, controller_epoch, live));
+                    let leader_move = match step {
+                        Some(ReassignmentStep::Complete) => {
+                            reassigned.push(p);
+                            None
+                        }
+                        Some(ReassignmentStep::MoveLeader(s)) => Some(s),
+                        Some(ReassignmentStep::Wait) | None => None,
+                    };
+                    leader_move
+                        .or_else(|| next_state(state, &zp.replicas, controller_epoch, live))
+                        .or_else(|| {
+                            unclean
+                                .then(|| unclean_state(state, &zp.replicas, controller_epoch, live))
+                                .flatten()
+                        })
+                        .or_else(|| {
+                            restore_preferred
+                                .then(|| {
+                                    preferred_state(state, &zp.replicas, controller_epoch, live)
+                                })
+                                .flatten()
+                        })
+                        .map(|s| (s, *version))
+                }
             };
             let Some((state, version)) = next else {
                 continue;
@@ -102,6 +134,26 @@ pub async fn run(
                     changes.states_written += 1;
                     tracing::info!(topic = %name, partition = p, leader = state.leader,
                         leader_epoch = state.leader_epoch, isr = ?state.isr, "controller changed partition state");
+                }
+                Err(Error::BadVersion) | Err(Error::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let (false, Some((assignment, version))) = (reassigned.is_empty(), &topic.assignment) {
+            let mut done = assignment.clone();
+            for &p in &reassigned {
+                done.complete_reassignment(p);
+            }
+            match client
+                .set_data(
+                    &znodes::topic_path(name),
+                    &znodes::encode(&done),
+                    Some(*version),
+                )
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(topic = %name, partitions = ?reassigned, "controller completed reassignments")
                 }
                 Err(Error::BadVersion) | Err(Error::NoNode) => {}
                 Err(e) => return Err(e),
@@ -136,7 +188,9 @@ fn next_state(
         .copied()
         .filter(|r| state.isr.contains(r) && live(r))
         .collect();
-    if state.leader >= 0 && live(&state.leader) {
+    // A leader that is no longer a replica (a reassignment moved it away) is replaced as a
+    // dead one is.
+    if state.leader >= 0 && live(&state.leader) && replicas.contains(&state.leader) {
         // Only followers went: they leave the ISR (the leader stays in it).
         if live_isr.len() == state.isr.len() {
             return None;
@@ -166,6 +220,87 @@ fn next_state(
             state.isr.clone(),
         )),
         None => None,
+    }
+}
+
+/// Reassignments asked through `/admin/reassign_partitions` (Kafka's tools before KIP-455)
+/// start as AlterPartitionReassignments starts them, in the topic znodes; the znode is then
+/// removed. (Kafka keeps it until each partition completes; here ListPartitionReassignments
+/// shows them from the start.) A partition that does not exist, or a target naming a broker
+/// that is not alive, is skipped with a warning, as Kafka's controller drops it.
+async fn start_asked_reassignments(client: &Client, tree: &ZkTree) -> Result<(), Error> {
+    let mut by_topic: std::collections::BTreeMap<&str, super::requests::ReassignTargets> =
+        std::collections::BTreeMap::new();
+    for asked in &tree.reassign_requests {
+        let exists = tree
+            .topics
+            .get(&asked.topic)
+            .is_some_and(|t| t.partitions.contains_key(&asked.partition));
+        let alive = asked.replicas.iter().all(|b| tree.brokers.contains_key(b));
+        if !exists || !alive || asked.replicas.is_empty() {
+            tracing::warn!(topic = %asked.topic, partition = asked.partition, replicas = ?asked.replicas,
+                exists, alive, "skipping a reassignment asked in /admin/reassign_partitions");
+            continue;
+        }
+        by_topic
+            .entry(&asked.topic)
+            .or_default()
+            .push((asked.partition, Some(asked.replicas.clone())));
+    }
+    for (topic, partitions) in by_topic {
+        match super::requests::reassign(client, topic, &partitions).await {
+            Ok(_) => tracing::info!(
+                topic,
+                partitions = partitions.len(),
+                "controller started reassignments asked in ZooKeeper"
+            ),
+            Err(e) => {
+                tracing::warn!(topic, error = %e, "starting reassignments asked in ZooKeeper")
+            }
+        }
+    }
+    delete_if_present(client, znodes::REASSIGN_PARTITIONS).await
+}
+
+/// Where a reassignment stands (Kafka's `isReassignmentComplete` and
+/// `moveReassignedPartitionLeaderIfRequired`).
+#[derive(Debug, PartialEq)]
+enum ReassignmentStep {
+    /// A target replica is not in the ISR yet.
+    Wait,
+    /// Every target replica is in sync but the leader is leaving (or dead): this state
+    /// gives the leadership to the first live target replica in the ISR.
+    MoveLeader(PartitionState),
+    /// Every target replica is in sync and one of them leads: the replica list can shrink.
+    Complete,
+}
+
+fn reassignment_step(
+    state: &PartitionState,
+    replicas: &[i32],
+    reassignment: &crate::metadata::Reassignment,
+    controller_epoch: i32,
+    live: impl Fn(&i32) -> bool,
+) -> ReassignmentStep {
+    let target: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|r| !reassignment.removing.contains(r))
+        .collect();
+    if !target.iter().all(|r| state.isr.contains(r)) {
+        return ReassignmentStep::Wait;
+    }
+    if target.contains(&state.leader) && live(&state.leader) {
+        return ReassignmentStep::Complete;
+    }
+    match target.iter().find(|r| live(r)) {
+        Some(&leader) => ReassignmentStep::MoveLeader(PartitionState::new(
+            controller_epoch,
+            leader,
+            state.leader_epoch + 1,
+            state.isr.clone(),
+        )),
+        None => ReassignmentStep::Wait,
     }
 }
 
@@ -284,6 +419,31 @@ mod tests {
             preferred_state(&state(1, 5, &[1, 2]), &[1, 2, 3], 3, all).is_none(),
             "already leads"
         );
+    }
+
+    #[test]
+    fn a_reassignment_waits_for_the_target_then_moves_the_leader_then_completes() {
+        use crate::metadata::Reassignment;
+        let live = |_: &i32| true;
+        // {1,2} -> {2,3}: replicas meanwhile [2,3,1], adding 3, removing 1; 1 leads.
+        let moving = Reassignment {
+            adding: vec![3],
+            removing: vec![1],
+        };
+        let replicas = [2, 3, 1];
+        let step = |s: &PartitionState| reassignment_step(s, &replicas, &moving, 2, live);
+        assert_eq!(step(&state(1, 4, &[1, 2])), ReassignmentStep::Wait);
+        let ReassignmentStep::MoveLeader(moved) = step(&state(1, 4, &[1, 2, 3])) else {
+            panic!("the leader is leaving: it moves first");
+        };
+        assert_eq!((moved.leader, moved.leader_epoch), (2, 5));
+        assert_eq!(step(&moved), ReassignmentStep::Complete);
+        // Then the replicas are [2,3]: 1 leaves the ISR as a dead follower would.
+        let trimmed = next_state(&moved, &[2, 3], 2, live).unwrap();
+        assert_eq!((trimmed.leader, trimmed.isr.clone()), (2, vec![2, 3]));
+        // A leader that is not a replica any more is replaced from the ISR.
+        let replaced = next_state(&state(1, 4, &[1, 2, 3]), &[2, 3], 2, live).unwrap();
+        assert_eq!((replaced.leader, replaced.leader_epoch), (2, 5));
     }
 
     #[test]

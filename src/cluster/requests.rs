@@ -65,6 +65,13 @@ pub enum Request {
         configs: BTreeMap<String, String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Starts, replaces or cancels (`None`) reassignments of a topic's partitions; answers, per
+    /// partition, whether there was something to do (false: a cancel with none in progress).
+    Reassign {
+        topic: String,
+        partitions: ReassignTargets,
+        reply: oneshot::Sender<Result<Vec<(i32, bool)>, String>>,
+    },
     /// Asks the elected controller for elections (ElectLeaders).
     ElectLeaders {
         partitions: Vec<znodes::ElectionPartition>,
@@ -173,6 +180,40 @@ async fn write_entity_config(
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Partitions of one topic with the replicas each moves to (`None`: cancel its move).
+pub type ReassignTargets = Vec<(i32, Option<Vec<i32>>)>;
+
+/// Rewrites `/brokers/topics/<t>` with the reassignments (Kafka 2.4+ keeps them there, as
+/// `adding_replicas` and `removing_replicas`), conditionally on the version read; the elected
+/// controller carries them out. Retried when another writer moved first.
+pub async fn reassign(
+    client: &Client,
+    topic: &str,
+    partitions: &[(i32, Option<Vec<i32>>)],
+) -> Result<Vec<(i32, bool)>, String> {
+    let path = znodes::topic_path(topic);
+    for _ in 0..10 {
+        let (bytes, stat) = client
+            .get_data(&path)
+            .await
+            .map_err(|e| format!("reading {path}: {e}"))?;
+        let mut assignment: TopicAssignment = znodes::decode(&path, &bytes)?;
+        let outcomes: Vec<(i32, bool)> = partitions
+            .iter()
+            .map(|(p, target)| (*p, assignment.reassign(*p, target.as_deref())))
+            .collect();
+        match client
+            .set_data(&path, &znodes::encode(&assignment), Some(stat.version))
+            .await
+        {
+            Ok(_) => return Ok(outcomes),
+            Err(Error::BadVersion) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!("{path} kept changing under the reassignment"))
 }
 
 /// Writes (or adds to) the election request znode the controller carries out on its next

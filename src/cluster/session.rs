@@ -352,6 +352,14 @@ impl ControlLoop {
                 let r = requests::alter_topic_config(&s.client, &topic, configs).await;
                 let _ = reply.send(r);
             }
+            Request::Reassign {
+                topic,
+                partitions,
+                reply,
+            } => {
+                let r = requests::reassign(&s.client, &topic, &partitions).await;
+                let _ = reply.send(r);
+            }
             Request::AlterBrokerConfig {
                 broker,
                 configs,

@@ -6,7 +6,7 @@
 
 use super::znodes::{self, BrokerRegistration, EntityConfig, PartitionState, TopicAssignment};
 use crate::metadata::{
-    BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo, TopicInfo,
+    BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo, Reassignment, TopicInfo,
 };
 use ferrite_shards::placement::ShardId;
 use std::collections::BTreeMap;
@@ -27,6 +27,10 @@ pub struct ZkTopic {
     pub id: String,
     pub configs: BTreeMap<String, String>,
     pub partitions: BTreeMap<i32, ZkPartition>,
+    /// Partitions being reassigned.
+    pub reassignments: BTreeMap<i32, Reassignment>,
+    /// The assignment znode as read, and its version, for conditional rewrites.
+    pub assignment: Option<(TopicAssignment, i32)>,
 }
 
 /// Everything read in one pass.
@@ -40,6 +44,8 @@ pub struct ZkTree {
     pub broker_configs: DynamicBrokerConfigs,
     /// Elections asked for (ElectLeaders), preferred and unclean.
     pub preferred_elections: Vec<znodes::ElectionPartition>,
+    /// Reassignments asked through `/admin/reassign_partitions`.
+    pub reassign_requests: Vec<znodes::ReassignPartition>,
     pub unclean_elections: Vec<znodes::ElectionPartition>,
 }
 
@@ -101,12 +107,13 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
     }
     for name in children(client, znodes::TOPICS).await? {
         let path = znodes::topic_path(&name);
-        let Some((bytes, _)) = data_or_none(client, &path).await? else {
+        let Some((bytes, assignment_version)) = data_or_none(client, &path).await? else {
             continue;
         };
         let Some(assignment) = decoded::<TopicAssignment>(&path, &bytes) else {
             continue;
         };
+        let reassignments = assignment.reassignments();
         let configs = entity_config(client, &znodes::topic_config_path(&name)).await?;
         let mut partitions = BTreeMap::new();
         for (p, replicas) in assignment.replicas() {
@@ -118,13 +125,15 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
                 });
             partitions.insert(p, ZkPartition { replicas, state });
         }
-        let id = assignment.topic_id.unwrap_or_default();
+        let id = assignment.topic_id.clone().unwrap_or_default();
         tree.topics.insert(
             name,
             ZkTopic {
                 id,
                 configs,
                 partitions,
+                reassignments,
+                assignment: Some((assignment, assignment_version)),
             },
         );
     }
@@ -140,6 +149,12 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
         tree.broker_configs.set(broker, configs);
     }
     tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
+    if let Some((bytes, _)) = data_or_none(client, znodes::REASSIGN_PARTITIONS).await? {
+        if let Some(asked) = decoded::<znodes::ReassignRequest>(znodes::REASSIGN_PARTITIONS, &bytes)
+        {
+            tree.reassign_requests = asked.partitions;
+        }
+    }
     for (path, into) in [
         (znodes::PREFERRED_ELECTION, &mut tree.preferred_elections),
         (znodes::UNCLEAN_ELECTION, &mut tree.unclean_elections),
@@ -202,7 +217,17 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
             (name.clone(), Arc::new(info))
         })
         .collect();
+    let reassignments = tree
+        .topics
+        .iter()
+        .flat_map(|(name, t)| {
+            t.reassignments
+                .iter()
+                .map(move |(&p, r)| ((name.clone(), p), r.clone()))
+        })
+        .collect();
     ClusterMetadata {
+        reassignments,
         cluster_id: tree.cluster_id.clone(),
         controller_id: tree.controller.unwrap_or(-1),
         brokers,

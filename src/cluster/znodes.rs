@@ -13,6 +13,8 @@
 //! - `/admin/preferred_replica_election`: partitions whose leadership goes back to their
 //!   preferred replica (Kafka's znode and JSON), and Ferrite's `/admin/unclean_leader_election`
 //!   in the same format, for ElectLeaders UNCLEAN;
+//! - `/admin/reassign_partitions`: reassignments asked the old way (Kafka's tools before
+//!   KIP-455); the controller moves them into the topic znodes and removes it;
 //! - `/cluster/id`, and `/latest_producer_id_block` for idempotent producer ids.
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +32,7 @@ pub const CONFIG_CHANGES: &str = "/config/changes";
 pub const DELETE_TOPICS: &str = "/admin/delete_topics";
 pub const PREFERRED_ELECTION: &str = "/admin/preferred_replica_election";
 pub const UNCLEAN_ELECTION: &str = "/admin/unclean_leader_election";
+pub const REASSIGN_PARTITIONS: &str = "/admin/reassign_partitions";
 pub const CLUSTER_ID: &str = "/cluster/id";
 pub const PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
 
@@ -165,6 +168,73 @@ impl TopicAssignment {
         }
     }
 
+    /// The partitions being reassigned, with the replicas they add and remove.
+    pub fn reassignments(&self) -> BTreeMap<i32, crate::metadata::Reassignment> {
+        let mut out: BTreeMap<i32, crate::metadata::Reassignment> = BTreeMap::new();
+        for (p, adding) in &self.adding_replicas {
+            if let Ok(p) = p.parse() {
+                out.entry(p).or_default().adding = adding.clone();
+            }
+        }
+        for (p, removing) in &self.removing_replicas {
+            if let Ok(p) = p.parse() {
+                out.entry(p).or_default().removing = removing.clone();
+            }
+        }
+        out.retain(|_, r| !r.adding.is_empty() || !r.removing.is_empty());
+        out
+    }
+
+    /// Starts, replaces or cancels (`None`) the reassignment of partition `p`, as Kafka's
+    /// `ReplicaAssignment.reassignTo` / `revertReassignment`: the replica list becomes the
+    /// target followed by the original replicas that leave; adding = new ones, removing = the
+    /// leaving ones. Returns false for a cancel with no reassignment in progress.
+    pub fn reassign(&mut self, p: i32, target: Option<&[i32]>) -> bool {
+        let key = p.to_string();
+        let current = self.partitions.get(&key).cloned().unwrap_or_default();
+        let adding = self.adding_replicas.remove(&key).unwrap_or_default();
+        let removing = self.removing_replicas.remove(&key).unwrap_or_default();
+        let original: Vec<i32> = current
+            .iter()
+            .copied()
+            .filter(|r| !adding.contains(r))
+            .collect();
+        let Some(target) = target else {
+            self.partitions.insert(key, original);
+            return !adding.is_empty() || !removing.is_empty();
+        };
+        let mut replicas: Vec<i32> = target.to_vec();
+        replicas.extend(original.iter().copied().filter(|r| !target.contains(r)));
+        let adding: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|r| !original.contains(r))
+            .collect();
+        let removing: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|r| !target.contains(r))
+            .collect();
+        if !adding.is_empty() {
+            self.adding_replicas.insert(key.clone(), adding);
+        }
+        if !removing.is_empty() {
+            self.removing_replicas.insert(key.clone(), removing);
+        }
+        self.partitions.insert(key, replicas);
+        true
+    }
+
+    /// Ends the reassignment of partition `p`: its replicas are the target's alone.
+    pub fn complete_reassignment(&mut self, p: i32) {
+        let key = p.to_string();
+        let removing = self.removing_replicas.remove(&key).unwrap_or_default();
+        self.adding_replicas.remove(&key);
+        if let Some(replicas) = self.partitions.get_mut(&key) {
+            replicas.retain(|r| !removing.contains(r));
+        }
+    }
+
     /// Replica lists by partition index, ascending; entries that are not numbers are skipped.
     pub fn replicas(&self) -> Vec<(i32, Vec<i32>)> {
         let mut out: Vec<(i32, Vec<i32>)> = self
@@ -228,6 +298,20 @@ pub struct ElectionPartition {
     pub partition: i32,
 }
 
+/// `/admin/reassign_partitions` (version 1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassignRequest {
+    pub version: i32,
+    pub partitions: Vec<ReassignPartition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassignPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub replicas: Vec<i32>,
+}
+
 /// `/cluster/id`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterId {
@@ -255,6 +339,32 @@ pub fn decode<T: for<'de> Deserialize<'de>>(path: &str, bytes: &[u8]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kafka's `ReplicaAssignment` transitions for [1,2,3] reassigned to [3,4,2], then
+    /// replaced by [4,5], then cancelled (the original set comes back, in target-first order).
+    #[test]
+    fn reassignments_start_replace_complete_and_cancel_as_kafkas() {
+        let mut a = TopicAssignment::new("id".into(), &[vec![1, 2, 3]]);
+        assert!(a.reassign(0, Some(&[3, 4, 2])));
+        assert_eq!(a.replicas(), vec![(0, vec![3, 4, 2, 1])]);
+        let r = &a.reassignments()[&0];
+        assert_eq!((r.adding.clone(), r.removing.clone()), (vec![4], vec![1]));
+        assert!(a.reassign(0, Some(&[4, 5])));
+        assert_eq!(a.replicas(), vec![(0, vec![4, 5, 3, 2, 1])]);
+        let r = &a.reassignments()[&0];
+        assert_eq!(
+            (r.adding.clone(), r.removing.clone()),
+            (vec![4, 5], vec![3, 2, 1])
+        );
+        assert!(a.reassign(0, None), "a cancel of one in progress");
+        assert_eq!(a.replicas(), vec![(0, vec![3, 2, 1])]);
+        assert!(a.reassignments().is_empty());
+        assert!(!a.reassign(0, None), "nothing left to cancel");
+        assert!(a.reassign(0, Some(&[2, 4])));
+        a.complete_reassignment(0);
+        assert_eq!(a.replicas(), vec![(0, vec![2, 4])]);
+        assert!(a.reassignments().is_empty());
+    }
 
     /// Znode contents as a Kafka 3.x cluster writes them.
     #[test]

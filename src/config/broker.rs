@@ -699,12 +699,18 @@ mod tests {
         ]);
         let own = BTreeMap::from([("message.max.bytes".to_string(), "2000000".to_string())]);
         let s = fixed.with_dynamic([&cluster, &own]);
-        assert_eq!(s.log.retention_ms, 5000, "log.retention.ms wins over the hours");
+        assert_eq!(
+            s.log.retention_ms, 5000,
+            "log.retention.ms wins over the hours"
+        );
         assert_eq!(s.log.max_message_bytes, 2_000_000, "the broker's own wins");
         assert_eq!(s.num_partitions, 1, "a static setting is not taken");
         assert!(fixed.check_dynamic(&own).is_ok());
         let err = fixed.check_dynamic(&cluster).unwrap_err();
-        assert_eq!(err, "Cannot update these configs dynamically: Set(num.partitions)");
+        assert_eq!(
+            err,
+            "Cannot update these configs dynamically: Set(num.partitions)"
+        );
         let bad = BTreeMap::from([("message.max.bytes".to_string(), "-5".to_string())]);
         assert!(fixed.check_dynamic(&bad).is_err());
     }

@@ -369,6 +369,27 @@ pub async fn alter_broker_configs(
     Ok(())
 }
 
+/// Starts, replaces or cancels (`None`) reassignments of `topic`'s partitions, already checked
+/// against the live brokers; answers per partition whether there was something to do (false:
+/// a cancel with none in progress). In ZooKeeper mode the topic znode is rewritten and the
+/// elected controller carries the moves out; a single broker's only valid target is itself,
+/// where nothing moves.
+pub async fn reassign_partitions(
+    shard: &Shard,
+    topic: &str,
+    partitions: Vec<(i32, Option<Vec<i32>>)>,
+) -> Result<Vec<(i32, bool)>, TopicError> {
+    match Authority::of(shard) {
+        Authority::SingleNode => Ok(partitions
+            .into_iter()
+            .map(|(p, target)| (p, target.is_some()))
+            .collect()),
+        Authority::ZooKeeper(zk) => {
+            zookeeper::reassign_partitions(shard, zk, topic, partitions).await
+        }
+    }
+}
+
 /// Asks for elections of the partitions named (ElectLeaders): in ZooKeeper mode the elected
 /// controller carries them out on its next pass; a single broker leads every partition it has,
 /// so there is never one to do (the handler answers ELECTION_NOT_NEEDED before asking).

@@ -269,6 +269,43 @@ pub(super) async fn alter_broker_configs(
     })
 }
 
+/// Writes the reassignments to the topic znode; answers once this broker's view shows them
+/// (a started one lists the target first; a cancelled one is gone).
+pub(super) async fn reassign_partitions(
+    shard: &Shard,
+    zk: &ZkHandle,
+    topic: &str,
+    partitions: Vec<(i32, Option<Vec<i32>>)>,
+) -> Result<Vec<(i32, bool)>, TopicError> {
+    let asked = partitions.clone();
+    let name = topic.to_string();
+    let outcomes = zk
+        .call(|reply| Request::Reassign {
+            topic: name,
+            partitions,
+            reply,
+        })
+        .await
+        .ok_or_else(unavailable)?
+        .map_err(TopicError::Storage)?;
+    let seen = |m: &crate::metadata::ClusterMetadata| {
+        asked.iter().all(|(p, target)| match target {
+            Some(target) => m
+                .partition(topic, *p)
+                .is_some_and(|info| info.replicas.starts_with(target)),
+            None => !m.reassignments.contains_key(&(topic.to_string(), *p)),
+        })
+    };
+    wait_for(shard, |m| seen(m).then_some(()))
+        .await
+        .ok_or_else(|| {
+            TopicError::Storage(format!(
+                "the reassignment of {topic} is in ZooKeeper but not in this broker's view yet"
+            ))
+        })?;
+    Ok(outcomes)
+}
+
 /// Writes the election request znode for the elected controller.
 pub(super) async fn elect_leaders(
     zk: &ZkHandle,

@@ -7,6 +7,7 @@
 //! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
 mod alter_configs;
+mod alter_partition_reassignments;
 mod api_versions;
 mod authorized_operations;
 mod create_partitions;
@@ -220,6 +221,12 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
             alter_configs::handle_incremental(shard, req, r).await
         }
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
+        RequestKind::AlterPartitionReassignments(r) => {
+            alter_partition_reassignments::handle_alter(shard, req, r).await
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            alter_partition_reassignments::handle_list(shard, req, r)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(shard, req, r).await
         }

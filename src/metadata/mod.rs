@@ -95,6 +95,14 @@ impl DynamicBrokerConfigs {
     }
 }
 
+/// A partition moving to other replicas (AlterPartitionReassignments): its replica list is,
+/// meanwhile, the target's replicas followed by the original ones that are leaving.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reassignment {
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
 /// One snapshot of the cluster's metadata.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterMetadata {
@@ -103,6 +111,8 @@ pub struct ClusterMetadata {
     pub brokers: Vec<BrokerInfo>,
     pub topics: BTreeMap<String, Arc<TopicInfo>>,
     pub broker_configs: DynamicBrokerConfigs,
+    /// Partitions being reassigned (ZooKeeper mode), by topic and index.
+    pub reassignments: BTreeMap<(String, i32), Reassignment>,
 }
 
 impl ClusterMetadata {

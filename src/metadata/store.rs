@@ -152,6 +152,7 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
         brokers: vec![node.clone()],
         topics,
         broker_configs: dynamic,
+        reassignments: BTreeMap::new(),
     };
     let moved = replace_missing_shards(&mut metadata, shards);
     if moved > 0 {

@@ -29,6 +29,10 @@ impl ErrorCode {
     pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedEndpointType);
     pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode::of(ResponseError::ElectionNotNeeded);
+    pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode =
+        ErrorCode::of(ResponseError::InvalidReplicaAssignment);
+    pub const NO_REASSIGNMENT_IN_PROGRESS: ErrorCode =
+        ErrorCode::of(ResponseError::NoReassignmentInProgress);
     pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode =
         ErrorCode::of(ResponseError::PreferredLeaderNotAvailable);
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode =

@@ -89,7 +89,12 @@ impl Shard {
             if let Some(m) = self.partitions.borrow_mut().get_mut(&name) {
                 m.remove(&index);
             }
-            let deleted = metadata.topic(&name).is_none();
+            // Its topic is gone, or this broker is no longer one of its replicas (a
+            // reassignment moved it away): the copy is deleted, as Kafka's StopReplica with
+            // delete. (A partition placed on another shard of this broker keeps its files.)
+            let deleted = metadata
+                .partition(&name, index)
+                .is_none_or(|info| !info.replicas.contains(&self.config.node_id));
             let result = if deleted {
                 partition.log().delete().await
             } else {

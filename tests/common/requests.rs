@@ -193,6 +193,26 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         .with_partitions(vec![0]),
                 ])),
         ),
+        ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsRequest::default()
+                .with_timeout_ms(100)
+                .with_topics(vec![alter_partition_reassignments_request::ReassignableTopic::default()
+                    .with_name(topic)
+                    .with_partitions(vec![
+                        alter_partition_reassignments_request::ReassignablePartition::default()
+                            .with_partition_index(0)
+                            .with_replicas(Some(vec![BrokerId(0)])),
+                    ])]),
+        ),
+        ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+            ListPartitionReassignmentsRequest::default()
+                .with_timeout_ms(100)
+                .with_topics(Some(vec![
+                    list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                        .with_name(topic)
+                        .with_partition_indexes(vec![0]),
+                ])),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -245,6 +265,12 @@ impl DefaultOf for RequestKind {
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
             RequestKind::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
+            RequestKind::AlterPartitionReassignments(_) => {
+                RequestKind::AlterPartitionReassignments(Default::default())
+            }
+            RequestKind::ListPartitionReassignments(_) => {
+                RequestKind::ListPartitionReassignments(Default::default())
+            }
             RequestKind::AlterConfigs(_) => RequestKind::AlterConfigs(Default::default()),
             RequestKind::IncrementalAlterConfigs(_) => {
                 RequestKind::IncrementalAlterConfigs(Default::default())

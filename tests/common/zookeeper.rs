@@ -120,6 +120,29 @@ impl ZooKeeper {
         }
     }
 
+    /// Runs one ZooKeeper CLI command (`create /path data`, `get /path`) with the jar's own
+    /// `ZooKeeperMain`, as an operator's zkCli.sh would; returns its output and whether it
+    /// succeeded.
+    pub fn cli(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("java")
+            .arg("-Xmx64m")
+            .arg("-cp")
+            .arg(format!("{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}"))
+            .arg("org.apache.zookeeper.ZooKeeperMain")
+            .arg("-server")
+            .arg(self.connect_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run ZooKeeperMain");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
