@@ -543,3 +543,39 @@ fn a_reassignment_written_to_admin_reassign_partitions_is_carried_out() {
     );
     assert_eq!(consume_all(&brokers[0], "asked").len(), 30);
 }
+
+/// Client quotas altered through one broker are kept where Kafka keeps them
+/// (`/config/clients/<c>`, `/config/users/<u>/clients/<c>`) and every broker describes them.
+#[test]
+fn client_quotas_altered_on_one_broker_are_in_zookeeper_and_on_every_broker() {
+    use common::quotas::{alter, describe};
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &[]);
+    let limited = [("client-id", Some("zk-limited"))];
+    assert_eq!(
+        alter(
+            &brokers[0],
+            &limited,
+            &[("producer_byte_rate", 2e6, false)],
+            false
+        ),
+        0
+    );
+    let both = [("user", None), ("client-id", Some("app 1"))];
+    assert_eq!(
+        alter(
+            &brokers[1],
+            &both,
+            &[("consumer_byte_rate", 3e6, false)],
+            false
+        ),
+        0
+    );
+    wait_until(Duration::from_secs(10), "broker 3 describes both", || {
+        describe(&brokers[2], &[], false).1.len() == 2
+    });
+    let (_, out) = zk.cli(&["get", "/config/clients/zk-limited"]);
+    assert!(out.contains(r#""producer_byte_rate":"2000000""#), "{out}");
+    let (_, out) = zk.cli(&["get", "/config/users/<default>/clients/app%201"]);
+    assert!(out.contains(r#""consumer_byte_rate":"3000000""#), "{out}");
+}

@@ -72,6 +72,8 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 0),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 const TOPIC: &str = "matrix";

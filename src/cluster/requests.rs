@@ -65,6 +65,12 @@ pub enum Request {
         configs: BTreeMap<String, String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Replaces one client quota entity's values.
+    AlterClientQuota {
+        entity: crate::metadata::client_quotas::QuotaEntity,
+        quotas: BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// Starts, replaces or cancels (`None`) reassignments of a topic's partitions; answers, per
     /// partition, whether there was something to do (false: a cancel with none in progress).
     Reassign {
@@ -134,6 +140,33 @@ pub async fn alter_topic_config(
     }
     let path = znodes::topic_config_path(topic);
     write_entity_config(client, &path, &format!("topics/{topic}"), configs).await
+}
+
+/// Writes a client quota entity's znode (`/config/users/...` or `/config/clients/...`) and its
+/// notification, as Kafka's `AdminZkClient.changeConfigs` (parents created as needed).
+pub async fn alter_client_quota(
+    client: &Client,
+    entity: &crate::metadata::client_quotas::QuotaEntity,
+    quotas: BTreeMap<String, String>,
+) -> Result<(), String> {
+    let entity_path = znodes::quota_entity_path(entity).ok_or("an empty quota entity")?;
+    let path = format!("/config/{entity_path}");
+    // users/<u>/clients/<c> lives under users/<u>/clients, which may not exist yet; the user
+    // znode is made an empty config, as Kafka's own is, so it reads as one.
+    if let Some((user_path, _)) = entity_path.split_once("/clients/") {
+        let empty = znodes::encode(&EntityConfig {
+            version: 1,
+            config: BTreeMap::new(),
+        });
+        let user = format!("/config/{user_path}");
+        super::zk::create_if_missing(client, &user, &empty)
+            .await
+            .map_err(|e| e.to_string())?;
+        super::zk::create_if_missing(client, &format!("{user}/clients"), b"")
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    write_entity_config(client, &path, &entity_path, quotas).await
 }
 
 /// Writes `/config/brokers/<id>` (or `<default>` for `None`) and its notification, as Kafka's

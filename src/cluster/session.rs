@@ -352,6 +352,14 @@ impl ControlLoop {
                 let r = requests::alter_topic_config(&s.client, &topic, configs).await;
                 let _ = reply.send(r);
             }
+            Request::AlterClientQuota {
+                entity,
+                quotas,
+                reply,
+            } => {
+                let r = requests::alter_client_quota(&s.client, &entity, quotas).await;
+                let _ = reply.send(r);
+            }
             Request::Reassign {
                 topic,
                 partitions,

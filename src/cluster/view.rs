@@ -42,6 +42,7 @@ pub struct ZkTree {
     pub topics: BTreeMap<String, ZkTopic>,
     pub pending_deletions: Vec<String>,
     pub broker_configs: DynamicBrokerConfigs,
+    pub client_quotas: crate::metadata::client_quotas::ClientQuotaConfigs,
     /// Elections asked for (ElectLeaders), preferred and unclean.
     pub preferred_elections: Vec<znodes::ElectionPartition>,
     /// Reassignments asked through `/admin/reassign_partitions`.
@@ -83,6 +84,54 @@ async fn entity_config(client: &Client, path: &str) -> Result<BTreeMap<String, S
             .unwrap_or_default(),
         None => BTreeMap::new(),
     })
+}
+
+/// Every client quota entity with values: `/config/users/<u>`, `/config/users/<u>/clients/<c>`
+/// and `/config/clients/<c>`. Names that are not Kafka's sanitized form are skipped.
+async fn read_client_quotas(
+    client: &Client,
+) -> Result<crate::metadata::client_quotas::ClientQuotaConfigs, Error> {
+    use crate::metadata::client_quotas::{EntityName, QuotaEntity};
+    let mut quotas = crate::metadata::client_quotas::ClientQuotaConfigs::new();
+    let mut entities = Vec::new();
+    for u in children(client, znodes::USER_CONFIGS).await? {
+        let Some(user) = EntityName::from_stored(&u) else {
+            continue;
+        };
+        entities.push(QuotaEntity {
+            user: Some(user.clone()),
+            client_id: None,
+        });
+        let clients = format!("{}/{u}/clients", znodes::USER_CONFIGS);
+        for c in children(client, &clients).await? {
+            let Some(client_id) = EntityName::from_stored(&c) else {
+                continue;
+            };
+            entities.push(QuotaEntity {
+                user: Some(user.clone()),
+                client_id: Some(client_id),
+            });
+        }
+    }
+    for c in children(client, znodes::CLIENT_CONFIGS).await? {
+        let Some(client_id) = EntityName::from_stored(&c) else {
+            continue;
+        };
+        entities.push(QuotaEntity {
+            user: None,
+            client_id: Some(client_id),
+        });
+    }
+    for entity in entities {
+        let Some(path) = znodes::quota_entity_path(&entity) else {
+            continue;
+        };
+        let values = entity_config(client, &format!("/config/{path}")).await?;
+        if !values.is_empty() {
+            quotas.insert(entity, values);
+        }
+    }
+    Ok(quotas)
 }
 
 pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
@@ -148,6 +197,7 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
         let configs = entity_config(client, &znodes::broker_config_path(broker)).await?;
         tree.broker_configs.set(broker, configs);
     }
+    tree.client_quotas = read_client_quotas(client).await?;
     tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
     if let Some((bytes, _)) = data_or_none(client, znodes::REASSIGN_PARTITIONS).await? {
         if let Some(asked) = decoded::<znodes::ReassignRequest>(znodes::REASSIGN_PARTITIONS, &bytes)
@@ -233,6 +283,7 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
         brokers,
         topics,
         broker_configs: tree.broker_configs.clone(),
+        client_quotas: tree.client_quotas.clone(),
     }
 }
 

@@ -8,6 +8,8 @@
 //!   conditional set on the znode's version;
 //! - `/config/topics/<t>`: the topic's config overrides; `/config/brokers/<default>` and
 //!   `/config/brokers/<id>`: dynamic broker settings, cluster-wide and per broker; and
+//!   `/config/users/<u>`, `/config/users/<u>/clients/<c>` and `/config/clients/<c>`: client
+//!   quotas (names percent-encoded, `<default>` for the default);
 //!   `/config/changes/config_change_<n>` (sequential) telling Kafka brokers which entity changed;
 //! - `/admin/delete_topics/<t>`: a deletion the controller carries out;
 //! - `/admin/preferred_replica_election`: partitions whose leadership goes back to their
@@ -26,6 +28,8 @@ pub const CONTROLLER: &str = "/controller";
 pub const CONTROLLER_EPOCH: &str = "/controller_epoch";
 pub const TOPIC_CONFIGS: &str = "/config/topics";
 pub const BROKER_CONFIGS: &str = "/config/brokers";
+pub const USER_CONFIGS: &str = "/config/users";
+pub const CLIENT_CONFIGS: &str = "/config/clients";
 /// The entity name Kafka uses for the cluster-wide default under `/config/brokers`.
 pub const DEFAULT_ENTITY: &str = "<default>";
 pub const CONFIG_CHANGES: &str = "/config/changes";
@@ -44,6 +48,8 @@ pub const PARENTS: &[&str] = &[
     "/config",
     TOPIC_CONFIGS,
     BROKER_CONFIGS,
+    USER_CONFIGS,
+    CLIENT_CONFIGS,
     CONFIG_CHANGES,
     "/admin",
     DELETE_TOPICS,
@@ -79,6 +85,17 @@ pub fn broker_config_path(broker: Option<i32>) -> String {
     match broker {
         Some(id) => format!("{BROKER_CONFIGS}/{id}"),
         None => format!("{BROKER_CONFIGS}/{DEFAULT_ENTITY}"),
+    }
+}
+
+/// The config znode of a client quota entity, below `/config`: `users/<u>`,
+/// `users/<u>/clients/<c>` or `clients/<c>` (Kafka's entity path); `None` for an empty one.
+pub fn quota_entity_path(entity: &crate::metadata::client_quotas::QuotaEntity) -> Option<String> {
+    match (&entity.user, &entity.client_id) {
+        (Some(u), Some(c)) => Some(format!("users/{}/clients/{}", u.stored(), c.stored())),
+        (Some(u), None) => Some(format!("users/{}", u.stored())),
+        (None, Some(c)) => Some(format!("clients/{}", c.stored())),
+        (None, None) => None,
     }
 }
 

@@ -14,6 +14,7 @@ mod zookeeper;
 pub use mutation_quota::Payer;
 
 use crate::cluster::ZkHandle;
+use crate::metadata::client_quotas::QuotaEntity;
 use crate::metadata::{collides, topic_config, validate_topic_name, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
@@ -367,6 +368,37 @@ pub async fn alter_broker_configs(
         None => tracing::info!("dynamic cluster-default broker configs changed"),
     }
     Ok(())
+}
+
+/// Replaces one client quota entity's values (empty: the entity goes), checked by the caller:
+/// kept in `meta/` or in ZooKeeper, then in force on every shard (every broker).
+pub async fn alter_client_quotas(
+    shard: &Shard,
+    entity: QuotaEntity,
+    quotas: BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    let current = shard.metadata();
+    let empty = BTreeMap::new();
+    if *current.client_quotas.get(&entity).unwrap_or(&empty) == quotas {
+        return Ok(());
+    }
+    match Authority::of(shard) {
+        Authority::SingleNode => {
+            let mut next = (*current).clone();
+            if quotas.is_empty() {
+                next.client_quotas.remove(&entity);
+            } else {
+                next.client_quotas.insert(entity, quotas);
+            }
+            crate::metadata::store::save_client_quotas(&shard.config.data_dir, &next.client_quotas)
+                .await
+                .map_err(|e| TopicError::Storage(e.to_string()))?;
+            publish(shard, next).await
+        }
+        Authority::ZooKeeper(zk) => zookeeper::alter_client_quotas(shard, zk, entity, quotas).await,
+    }
 }
 
 /// Starts, replaces or cancels (`None`) reassignments of `topic`'s partitions, already checked

@@ -12,8 +12,10 @@
 //! the client to slow down (Kafka's `PermissiveControllerMutationQuota`). Auto-creation is not
 //! charged, as in Kafka.
 //!
-//! Kafka sets the rate per client with AlterClientQuotas (`controller_mutation_rate`); here it
-//! is one broker setting for every client, off (0) by default as Kafka has no quota by default.
+//! The rate is the client's `controller_mutation_rate` client quota (AlterClientQuotas, found
+//! in Kafka's order: user and client id, ..., default client id) when it has one; else the
+//! broker setting `quota.controller.mutation.rate`, which is off (0) by default as Kafka has
+//! no quota by default.
 
 use super::TopicError;
 use std::cell::RefCell;
@@ -32,16 +34,22 @@ pub enum Payer {
     /// Auto-creation and the broker's own topics: never charged.
     Broker,
     /// A client's request; `strict` when its version can be refused with
-    /// THROTTLING_QUOTA_EXCEEDED.
-    Client { id: String, strict: bool },
+    /// THROTTLING_QUOTA_EXCEEDED; `rate` its `controller_mutation_rate` client quota, if any.
+    Client {
+        id: String,
+        strict: bool,
+        rate: Option<f64>,
+    },
 }
 
 impl Payer {
-    /// The payer of a request from `client_id` at `version`, strict from `strict_from`.
-    pub fn client(client_id: &str, version: i16, strict_from: i16) -> Payer {
+    /// The payer of a request from `client_id` at `version`, strict from `strict_from`, with
+    /// its client quota's rate if it has one.
+    pub fn client(client_id: &str, version: i16, strict_from: i16, rate: Option<f64>) -> Payer {
         Payer::Client {
             id: client_id.to_string(),
             strict: version >= strict_from,
+            rate,
         }
     }
 }
@@ -66,19 +74,28 @@ impl MutationQuota {
         }
     }
 
-    fn capacity(&self) -> f64 {
-        self.rate * CONTROLLER_QUOTA_WINDOWS
+    fn capacity(rate: f64) -> f64 {
+        rate * CONTROLLER_QUOTA_WINDOWS
     }
 
-    /// The client's tokens now, after refilling.
-    fn tokens(&self, client: &str, now: Instant) -> f64 {
+    /// The rate `payer` is charged at (0: not charged).
+    fn rate_of(&self, payer: &Payer) -> f64 {
+        match payer {
+            Payer::Broker => 0.0,
+            Payer::Client { rate: Some(r), .. } => *r,
+            Payer::Client { rate: None, .. } => self.rate,
+        }
+    }
+
+    /// The client's tokens now, after refilling at `rate`.
+    fn tokens(&self, client: &str, rate: f64, now: Instant) -> f64 {
         let mut buckets = self.buckets.borrow_mut();
-        let capacity = self.capacity();
+        let capacity = Self::capacity(rate);
         match buckets.get_mut(client) {
             None => capacity,
             Some(b) => {
                 let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
-                b.tokens = (b.tokens + elapsed * self.rate).min(capacity);
+                b.tokens = (b.tokens + elapsed * rate).min(capacity);
                 b.refilled = now;
                 b.tokens
             }
@@ -87,7 +104,7 @@ impl MutationQuota {
 
     /// Whether changes by `payer` are charged at all (a client, with a quota set).
     pub fn charges(&self, payer: &Payer) -> bool {
-        self.rate > 0.0 && matches!(payer, Payer::Client { .. })
+        self.rate_of(payer) > 0.0
     }
 
     /// Whether `payer` may make a change now: refused only when strict and the bucket is
@@ -97,9 +114,12 @@ impl MutationQuota {
     }
 
     fn check_at(&self, payer: &Payer, now: Instant) -> Result<(), TopicError> {
+        let rate = self.rate_of(payer);
         match payer {
-            Payer::Client { id, strict: true } if self.rate > 0.0 => {
-                if self.tokens(id, now) < 0.0 {
+            Payer::Client {
+                id, strict: true, ..
+            } if rate > 0.0 => {
+                if self.tokens(id, rate, now) < 0.0 {
                     return Err(TopicError::Throttled);
                 }
                 Ok(())
@@ -117,13 +137,14 @@ impl MutationQuota {
         let Payer::Client { id, .. } = payer else {
             return;
         };
-        if self.rate <= 0.0 || partitions == 0 {
+        let rate = self.rate_of(payer);
+        if rate <= 0.0 || partitions == 0 {
             return;
         }
-        let tokens = self.tokens(id, now) - partitions as f64;
+        let tokens = self.tokens(id, rate, now) - partitions as f64;
         let mut buckets = self.buckets.borrow_mut();
         if buckets.len() >= MAX_CLIENTS_TRACKED && !buckets.contains_key(id) {
-            let capacity = self.capacity();
+            let capacity = Self::capacity(rate);
             buckets.retain(|_, b| b.tokens < capacity);
         }
         buckets.insert(
@@ -145,14 +166,15 @@ impl MutationQuota {
         let Payer::Client { id, .. } = payer else {
             return 0;
         };
-        if self.rate <= 0.0 {
+        let rate = self.rate_of(payer);
+        if rate <= 0.0 {
             return 0;
         }
-        let tokens = self.tokens(id, now);
+        let tokens = self.tokens(id, rate, now);
         if tokens >= 0.0 {
             return 0;
         }
-        ((-tokens / self.rate) * 1000.0).ceil().min(i32::MAX as f64) as i32
+        ((-tokens / rate) * 1000.0).ceil().min(i32::MAX as f64) as i32
     }
 }
 
@@ -165,7 +187,20 @@ mod tests {
         Payer::Client {
             id: "admin".into(),
             strict,
+            rate: None,
         }
+    }
+
+    #[test]
+    fn a_clients_own_quota_replaces_the_broker_rate() {
+        let q = MutationQuota::new(0.0);
+        let own = Payer::client("admin", 6, 6, Some(1.0));
+        assert!(q.charges(&own) && !q.charges(&client(true)));
+        let now = Instant::now();
+        q.record_at(&own, 20, now);
+        // 11 tokens at 1/s, 20 spent: 9 s to wait, and refused meanwhile.
+        assert_eq!(q.throttle_ms_at(&own, now), 9000);
+        assert!(q.check_at(&own, now).is_err());
     }
 
     #[test]
@@ -210,7 +245,7 @@ mod tests {
         let q = MutationQuota::new(1.0);
         let t0 = Instant::now();
         q.record_at(&client(true), 100, t0);
-        let other = Payer::client("other", 6, 6);
+        let other = Payer::client("other", 6, 6, None);
         assert!(q.check_at(&other, t0).is_ok());
         assert_eq!(q.check_at(&client(true), t0), Err(TopicError::Throttled));
     }

@@ -269,6 +269,35 @@ pub(super) async fn alter_broker_configs(
     })
 }
 
+/// Writes a client quota entity's znode; answers once this broker's view has the new values.
+pub(super) async fn alter_client_quotas(
+    shard: &Shard,
+    zk: &ZkHandle,
+    entity: crate::metadata::client_quotas::QuotaEntity,
+    quotas: std::collections::BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let wanted = quotas.clone();
+    let key = entity.clone();
+    zk.call(|reply| Request::AlterClientQuota {
+        entity,
+        quotas,
+        reply,
+    })
+    .await
+    .ok_or_else(unavailable)?
+    .map_err(TopicError::Storage)?;
+    let empty = std::collections::BTreeMap::new();
+    wait_for(shard, |m| {
+        (*m.client_quotas.get(&key).unwrap_or(&empty) == wanted).then_some(())
+    })
+    .await
+    .ok_or_else(|| {
+        TopicError::Storage(
+            "the client quotas are in ZooKeeper but not in this broker's view yet".into(),
+        )
+    })
+}
+
 /// Writes the reassignments to the topic znode; answers once this broker's view shows them
 /// (a started one lists the target first; a cancelled one is gone).
 pub(super) async fn reassign_partitions(

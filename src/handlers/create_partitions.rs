@@ -1,7 +1,7 @@
 //! CreatePartitions: grows topics to a new partition count (never shrinks).
 
 use super::{errors, Request, Response};
-use crate::controller::{self, Payer, TopicError};
+use crate::controller::{self, TopicError};
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest) -> Response {
     let mut results = Vec::with_capacity(body.topics.len());
     // THROTTLING_QUOTA_EXCEEDED is an answer from v3 (KIP-599).
-    let payer = Payer::client(&req.client_id, req.version, 3);
+    let payer = super::throttle::mutation_payer(shard, req, 3);
     let mut throttle_ms = 0;
     for t in body.topics {
         let name = t.name.0.to_string();

@@ -2,7 +2,7 @@
 //! `validate_only` checks everything and changes nothing.
 
 use super::{Request, Response};
-use crate::controller::{self, NewTopic, Payer, TopicError};
+use crate::controller::{self, NewTopic, TopicError};
 use crate::metadata::TopicInfo;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
@@ -66,7 +66,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
     }
     let validate_only = body.validate_only;
     // THROTTLING_QUOTA_EXCEEDED is an answer from v6 (KIP-599).
-    let payer = Payer::client(&req.client_id, req.version, 6);
+    let payer = super::throttle::mutation_payer(shard, req, 6);
     let (created, throttle_ms) = if asks.is_empty() {
         (Vec::new(), 0)
     } else {

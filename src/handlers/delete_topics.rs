@@ -53,7 +53,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
     }
     let names: Vec<String> = asked.iter().filter_map(|(n, _)| n.clone()).collect();
     // THROTTLING_QUOTA_EXCEEDED is an answer from v5 (KIP-599).
-    let payer = controller::Payer::client(&req.client_id, req.version, 5);
+    let payer = super::throttle::mutation_payer(shard, req, 5);
     let (outcomes, throttle_ms) = on_controller(shard, move |s| async move {
         let outcomes = controller::delete_topics(&s, names, &payer).await;
         (outcomes, controller::mutation_throttle_ms(&s, &payer))

@@ -9,10 +9,11 @@
 //! owner (magic 0 for v0–1, magic 1 for v2–3, as Kafka 3.9 does), which copies instead of
 //! splicing and is counted in the metrics.
 
-use super::errors;
+use super::{errors, throttle};
 use super::{Request, Response};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
+use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::Conversion;
 use crate::shard::routing::on_partition;
 use crate::shard::Shard;
@@ -126,7 +127,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         let any_error = fetched.iter().flatten().any(|f| f.error != ErrorCode::NONE);
         let now = Instant::now();
         if bytes >= min_bytes || any_error || now >= deadline || shard.is_shutting_down() {
-            return encode(shard, req, wanted, fetched);
+            return encode(shard, req, wanted, fetched, reader);
         }
         // Bounded here too: the wait runs on other shards, which may be stopping.
         let left = deadline - now;
@@ -323,7 +324,28 @@ fn encode(
     req: &Request,
     wanted: Vec<Wanted>,
     fetched: Vec<Vec<Fetched>>,
+    reader: Reader,
 ) -> Response {
+    // consumer_byte_rate counts what the response carries (followers are not client-quota'd).
+    // Over it, Kafka answers with no data at all and takes the bytes back, so the client
+    // waits the throttle time and asks again (`getThrottledResponse`).
+    let recorded = match reader {
+        Reader::Consumer { .. } => {
+            let bytes: u64 = fetched.iter().flatten().map(|f| f.bytes).sum();
+            throttle::record(shard, req, QuotaKind::Fetch, bytes as f64)
+        }
+        Reader::Follower(_) => None,
+    };
+    let throttle_ms = throttle::apply(req, shard, recorded.as_ref());
+    if let Some(r) = recorded.filter(|_| throttle_ms > 0) {
+        throttle::unrecord(shard, &r);
+        return Response::Chunks(fetch_response::encode(
+            req.version,
+            req.correlation_id,
+            throttle_ms,
+            Vec::new(),
+        ));
+    }
     let metrics = &shard.metrics;
     for (w, fs) in wanted.iter().zip(&fetched) {
         for (&(index, _, _, _, _), f) in w.partitions.iter().zip(fs) {
@@ -369,6 +391,7 @@ fn encode(
     Response::Chunks(fetch_response::encode(
         req.version,
         req.correlation_id,
+        0,
         topics,
     ))
 }

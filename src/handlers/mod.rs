@@ -10,6 +10,7 @@ mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
 mod authorized_operations;
+mod client_quotas;
 mod create_partitions;
 mod create_topics;
 #[cfg(test)]
@@ -39,6 +40,7 @@ mod offset_for_leader_epoch;
 mod produce;
 mod produce_checks;
 mod sync_group;
+mod throttle;
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::versions::{supported, SUPPORTED};
@@ -48,6 +50,7 @@ use crate::shard::Shard;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -63,6 +66,24 @@ pub enum Response {
     Close(String),
 }
 
+/// What the requests of one connection share.
+pub struct ConnectionState {
+    /// Where the connection comes from, as Kafka shows it: "/" and the peer's address.
+    pub client_host: Rc<str>,
+    /// Until when the connection is not read (KIP-219: a throttled client is muted for its
+    /// throttle time after its response).
+    pub muted_until: Cell<Option<Instant>>,
+}
+
+impl ConnectionState {
+    pub fn new(client_host: Rc<str>) -> ConnectionState {
+        ConnectionState {
+            client_host,
+            muted_until: Cell::new(None),
+        }
+    }
+}
+
 /// The request as handlers see it.
 pub struct Request {
     pub version: i16,
@@ -71,9 +92,24 @@ pub struct Request {
     pub client_id: String,
     /// Where the connection comes from, as Kafka shows it: "/" and the peer's address.
     pub client_host: Rc<str>,
+    /// The whole request frame's size in bytes (what a produce quota counts).
+    pub size: usize,
+    pub connection: Rc<ConnectionState>,
 }
 
 impl Request {
+    /// Mutes the connection for `ms` from now (a throttled response, KIP-219).
+    pub fn mute_for(&self, ms: i32) {
+        if ms <= 0 {
+            return;
+        }
+        let until = Instant::now() + std::time::Duration::from_millis(ms as u64);
+        let muted = &self.connection.muted_until;
+        if muted.get().is_none_or(|m| m < until) {
+            muted.set(Some(until));
+        }
+    }
+
     /// Encodes `body` as this request's response.
     pub fn respond<R: Encodable + HeaderVersion>(&self, api_key: ApiKey, body: &R) -> Response {
         match protocol::encode_response(api_key, self.version, self.correlation_id, body) {
@@ -86,13 +122,19 @@ impl Request {
     }
 }
 
+/// Whether the client that sent `frame` has any client quota (the connection is then served
+/// one request at a time and muted when throttled).
+pub fn has_client_quota(shard: &Shard, frame: &[u8]) -> bool {
+    throttle::has_quota(shard, &protocol::peek_client_id(frame))
+}
+
 /// Decodes and serves one request frame, and counts it in the shard's metrics.
-pub async fn handle(shard: Rc<Shard>, frame: Bytes, client_host: Rc<str>) -> Response {
+pub async fn handle(shard: Rc<Shard>, frame: Bytes, connection: Rc<ConnectionState>) -> Response {
     let started = Instant::now();
     let peek = protocol::peek_header(&frame);
     // A refcount, not a copy: the client id is read only if the request is refused.
     let request_bytes = frame.clone();
-    let response = dispatch(&shard, frame, peek, client_host).await;
+    let response = dispatch(&shard, frame, peek, connection).await;
     let refused = matches!(response, Response::Close(_));
     if let Response::Close(reason) = &response {
         tracing::debug!(
@@ -156,8 +198,9 @@ async fn dispatch(
     shard: &Rc<Shard>,
     frame: Bytes,
     peek: Option<PeekedHeader>,
-    client_host: Rc<str>,
+    connection: Rc<ConnectionState>,
 ) -> Response {
+    let size = frame.len();
     let decoded = match decode(frame, peek) {
         Ok(d) => d,
         Err(answer) => {
@@ -184,10 +227,15 @@ async fn dispatch(
         version,
         correlation_id,
         client_id,
-        client_host,
+        client_host: connection.client_host.clone(),
+        size,
+        connection,
     };
     let span = tracing::info_span!("request", api = ?api_key, v = version, corr = req.correlation_id, client = %req.client_id);
-    tracing::Instrument::instrument(serve(shard, &req, body), span).await
+    let started = Instant::now();
+    let response = tracing::Instrument::instrument(serve(shard, &req, body), span).await;
+    throttle::record_request_time(shard, &req, started.elapsed());
+    response
 }
 
 async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response {
@@ -221,6 +269,8 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
             alter_configs::handle_incremental(shard, req, r).await
         }
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
+        RequestKind::DescribeClientQuotas(r) => client_quotas::handle_describe(shard, req, r),
+        RequestKind::AlterClientQuotas(r) => client_quotas::handle_alter(shard, req, r).await,
         RequestKind::AlterPartitionReassignments(r) => {
             alter_partition_reassignments::handle_alter(shard, req, r).await
         }

@@ -10,8 +10,9 @@
 //! (`Log::admit`).
 
 use super::produce_checks::{self, Refusal};
-use super::{errors, Request, Response};
+use super::{errors, throttle, Request, Response};
 use crate::protocol::errors::ErrorCode;
+use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::Conversion;
 use crate::shard::routing::on_partition;
 use crate::shard::Shard;
@@ -97,6 +98,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
     for failure in outcomes.iter().filter_map(|o| o.as_ref().err()) {
         errors::refused(shard, ApiKey::Produce, failure.code, &failure.message);
     }
+    // producer_byte_rate counts the whole request, as Kafka's `request.sizeInBytes`; an acks=0
+    // producer over it is muted without a response.
+    let recorded = throttle::record(shard, req, QuotaKind::Produce, req.size as f64);
+    let throttle_ms = throttle::apply(req, shard, recorded.as_ref());
     if acks == 0 {
         // Kafka closes an acks=0 producer's connection when a partition failed: the only way
         // such a producer learns of it (and refreshes its metadata).
@@ -126,7 +131,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
         .collect();
     req.respond(
         ApiKey::Produce,
-        &ProduceResponse::default().with_responses(responses),
+        &ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(throttle_ms),
     )
 }
 

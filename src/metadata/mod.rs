@@ -4,6 +4,7 @@
 //! the controller pushes to all shards. On a single broker the controller is shard 0 and the
 //! snapshot is persisted under `<data-dir>/meta/` (see `store.rs`).
 
+pub mod client_quotas;
 pub mod store;
 pub mod topic_config;
 
@@ -113,6 +114,9 @@ pub struct ClusterMetadata {
     pub broker_configs: DynamicBrokerConfigs,
     /// Partitions being reassigned (ZooKeeper mode), by topic and index.
     pub reassignments: BTreeMap<(String, i32), Reassignment>,
+    /// Client quotas (AlterClientQuotas), kept in `meta/client-quotas.json` or under
+    /// `/config/users` and `/config/clients`.
+    pub client_quotas: client_quotas::ClientQuotaConfigs,
 }
 
 impl ClusterMetadata {

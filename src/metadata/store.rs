@@ -3,10 +3,12 @@
 //! `<data-dir>/meta/cluster.json` holds the cluster id and the producer-id reservation;
 //! `<data-dir>/meta/topics/<topic>.json` one topic each (partitions with their owning shard, and
 //! config overrides); `<data-dir>/meta/broker-configs.json` the broker settings changed at run
-//! time (AlterConfigs on the broker). Every file is written atomically: temporary file, fsync, rename, fsync of
+//! time (AlterConfigs on the broker); `<data-dir>/meta/client-quotas.json` the client quotas.
+//! Every file is written atomically: temporary file, fsync, rename, fsync of
 //! the directory. Loading runs once on the main thread before the shards start; writes run on
 //! the controller shard through its io_uring ring.
 
+use super::client_quotas::{ClientQuotaConfigs, EntityName, QuotaEntity};
 use super::{
     cluster_id_string, random_id, BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo,
     TopicInfo,
@@ -153,6 +155,7 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
         topics,
         broker_configs: dynamic,
         reassignments: BTreeMap::new(),
+        client_quotas: load_client_quotas(data_dir)?,
     };
     let moved = replace_missing_shards(&mut metadata, shards);
     if moved > 0 {
@@ -235,6 +238,66 @@ pub async fn remove_topic(data_dir: &Path, name: &str) -> std::io::Result<()> {
         Err(e) => return Err(e),
     }
     uring::sync_dir(&topics_dir(data_dir)).await
+}
+
+/// One entity's quotas in `meta/client-quotas.json`, names as ZooKeeper stores them
+/// (`<default>`, or percent-encoded).
+#[derive(Serialize, Deserialize)]
+struct QuotaFileEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_id: Option<String>,
+    quotas: BTreeMap<String, String>,
+}
+
+fn client_quotas_path(data_dir: &Path) -> PathBuf {
+    meta_dir(data_dir).join("client-quotas.json")
+}
+
+fn load_client_quotas(data_dir: &Path) -> std::io::Result<ClientQuotaConfigs> {
+    let path = client_quotas_path(data_dir);
+    let entries: Vec<QuotaFileEntry> = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| bad_file(&path, e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let part = |p: Option<String>| -> std::io::Result<Option<EntityName>> {
+        p.map(|n| {
+            EntityName::from_stored(&n).ok_or_else(|| bad_file(&path, format!("bad name {n:?}")))
+        })
+        .transpose()
+    };
+    entries
+        .into_iter()
+        .map(|e| {
+            let entity = QuotaEntity {
+                user: part(e.user)?,
+                client_id: part(e.client_id)?,
+            };
+            Ok((entity, e.quotas))
+        })
+        .collect()
+}
+
+/// Writes every entity's client quotas.
+pub async fn save_client_quotas(
+    data_dir: &Path,
+    quotas: &ClientQuotaConfigs,
+) -> std::io::Result<()> {
+    let entries: Vec<QuotaFileEntry> = quotas
+        .iter()
+        .map(|(entity, q)| QuotaFileEntry {
+            user: entity.user.as_ref().map(EntityName::stored),
+            client_id: entity.client_id.as_ref().map(EntityName::stored),
+            quotas: q.clone(),
+        })
+        .collect();
+    uring::write_atomically(
+        &client_quotas_path(data_dir),
+        serde_json::to_vec_pretty(&entries).expect("serialisable"),
+    )
+    .await
 }
 
 fn broker_configs_path(data_dir: &Path) -> PathBuf {

@@ -2,6 +2,7 @@
 //! fsync latencies, and a set of series per partition it holds. Runs on the shard itself.
 
 use super::exposition::Exposition;
+use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::{api_name, ShardMetrics};
 use crate::shard::Shard;
 use ferrite_shards::stats::with_shard_io;
@@ -15,7 +16,54 @@ pub fn shard(shard: &Shard) -> Exposition {
     engine(&mut e, shard, &id);
     partitions(&mut e, shard, &id);
     groups(&mut e, shard, &id);
+    if shard.id.0 == 0 {
+        // Broker-wide: the rates are shared by every shard, so one shard reports them.
+        client_quotas(&mut e, shard);
+    }
     e
+}
+
+/// Client quotas: throttled responses and throttle time per quota type (Kafka's
+/// `throttle-time` sensors), and each quota's measured rate beside its bound.
+fn client_quotas(e: &mut Exposition, shard: &Shard) {
+    let quotas = &shard.client_quotas;
+    for kind in QuotaKind::ALL {
+        let labels: &[(&str, &str)] = &[("type", kind.name())];
+        let (responses, ms) = quotas.throttle_totals(kind);
+        e.counter(
+            "ferrite_client_quota_throttled_responses_total",
+            "Responses that carried a throttle time, by quota type.",
+            labels,
+            responses,
+        );
+        e.counter(
+            "ferrite_client_quota_throttle_time_ms_total",
+            "Throttle time given to clients over their quota, by quota type.",
+            labels,
+            ms,
+        );
+    }
+    for r in quotas.readings(ferrite_shards::types::now_ms()) {
+        let user = r.key.user.as_deref().unwrap_or("");
+        let client_id = r.key.client_id.as_deref().unwrap_or("");
+        let labels: &[(&str, &str)] = &[
+            ("type", r.kind.name()),
+            ("user", user),
+            ("client_id", client_id),
+        ];
+        e.gauge(
+            "ferrite_client_quota_rate",
+            "A client quota's measured rate (bytes/s, or percent of a shard for Request).",
+            labels,
+            r.rate,
+        );
+        e.gauge(
+            "ferrite_client_quota_bound",
+            "A client quota's bound, in the unit of its rate.",
+            labels,
+            r.bound,
+        );
+    }
 }
 
 fn connections(e: &mut Exposition, shard: &Shard, id: &str) {

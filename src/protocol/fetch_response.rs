@@ -55,7 +55,12 @@ fn put_len(buf: &mut BytesMut, flexible: bool, n: usize) {
 }
 
 /// Encodes the whole frame (size prefix included) as chunks in wire order.
-pub fn encode(version: i16, correlation_id: i32, topics: Vec<TopicOut>) -> Vec<OutChunk> {
+pub fn encode(
+    version: i16,
+    correlation_id: i32,
+    throttle_time_ms: i32,
+    topics: Vec<TopicOut>,
+) -> Vec<OutChunk> {
     assert!(
         (0..=17).contains(&version),
         "Fetch v{version} is not encoded here"
@@ -71,7 +76,7 @@ pub fn encode(version: i16, correlation_id: i32, topics: Vec<TopicOut>) -> Vec<O
         put_uvarint(&mut buf, 0);
     }
     if version >= 1 {
-        buf.put_i32(0); // throttle_time_ms
+        buf.put_i32(throttle_time_ms);
     }
     if version >= 7 {
         buf.put_i16(0); // error_code
@@ -206,7 +211,7 @@ mod tests {
                     partitions: vec![],
                 },
             ];
-            let wire = flatten(&encode(version, 99, topics));
+            let wire = flatten(&encode(version, 99, 0, topics));
             assert_eq!(
                 i32::from_be_bytes(wire[0..4].try_into().unwrap()) as usize,
                 wire.len() - 4

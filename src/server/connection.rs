@@ -9,7 +9,7 @@
 use super::frame::{FrameError, FrameReader};
 use super::send::ConnectionWriter;
 use crate::config::ShardSettings;
-use crate::handlers::{self, Response};
+use crate::handlers::{self, ConnectionState, Response};
 use crate::protocol::OutChunk;
 use crate::shard::Shard;
 use ferrite_shards::sync::FifoGate;
@@ -58,7 +58,13 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: Option<SocketAddr>
     let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
     let writer = ConnectionWriter::new(fd.clone(), shard.config.broker.fetch_zero_copy);
     let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
-    let why = read_requests(&shard, stream, tx, client_host).await;
+    let why = read_requests(
+        &shard,
+        stream,
+        tx,
+        Rc::new(ConnectionState::new(client_host)),
+    )
+    .await;
     tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
     write_task.await;
 }
@@ -93,7 +99,7 @@ async fn read_requests(
     shard: &Rc<Shard>,
     mut stream: TcpStream,
     tx: LocalSender<InFlight>,
-    client_host: Rc<str>,
+    connection: Rc<ConnectionState>,
 ) -> String {
     let broker = &shard.config.broker;
     let mut frames = FrameReader::new(broker.socket_request_max_bytes);
@@ -119,9 +125,18 @@ async fn read_requests(
         };
         let stats = &shard.stats;
         stats.bytes_in.set(stats.bytes_in.get() + 4 + size as u64);
-        let response =
-            glommio::spawn_local(handlers::handle(shard.clone(), frame, client_host.clone()))
-                .detach();
+        // A client with a quota is served as Kafka serves every connection: one request at a
+        // time, then muted for its throttle time, so it cannot pipeline past its quota before
+        // the first throttled response is out. Everyone else pipelines.
+        let quota_applies = handlers::has_client_quota(shard, &frame);
+        let (done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
+        let handled = handlers::handle(shard.clone(), frame, connection.clone());
+        let response = glommio::spawn_local(async move {
+            let response = handled.await;
+            let _ = done_tx.send(());
+            response
+        })
+        .detach();
         if tx
             .send(InFlight {
                 response,
@@ -132,7 +147,28 @@ async fn read_requests(
         {
             return "the writer closed the connection".into();
         }
+        if quota_applies {
+            let _ = done_rx.await;
+            wait_unmuted(shard, &connection).await;
+        }
     }
+}
+
+/// A throttled client's requests are not taken until its throttle time has passed (KIP-219:
+/// the broker mutes the connection; clients from that KIP on also wait themselves).
+async fn wait_unmuted(shard: &Shard, connection: &ConnectionState) {
+    let Some(until) = connection.muted_until.take() else {
+        return;
+    };
+    let now = std::time::Instant::now();
+    if until <= now {
+        return;
+    }
+    let seen = shard.shutdown_started.generation();
+    let sleep = glommio::timer::sleep(until - now);
+    let stop = shard.shutdown_started.wait_past(seen);
+    futures::pin_mut!(sleep, stop);
+    futures::future::select(sleep, stop).await;
 }
 
 /// The next frame's size; also returns when the connection idles too long or the broker stops.

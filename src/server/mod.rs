@@ -19,6 +19,7 @@ use crate::controller::Controller;
 use crate::groups::Coordinator;
 use crate::metadata::{store, BrokerInfo, ClusterMetadata};
 use crate::shard::capacity::{self, Capacity, ConnectionSlot};
+use crate::shard::client_quotas::ClientQuotaSensors;
 use crate::shard::Shard;
 use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::{self, Endpoints};
@@ -82,6 +83,7 @@ pub fn serve(
             "connections are bounded by the file descriptor limit"
         );
     }
+    let client_quotas = Arc::new(ClientQuotaSensors::default());
     let config = Arc::new(config);
     let started = Instant::now();
     let endpoints = router::mesh::<Shard>(shard_count, config.router_queue_depth);
@@ -96,6 +98,7 @@ pub fn serve(
         let config = config.clone();
         let metadata = metadata.clone();
         let capacity = capacity.clone();
+        let client_quotas = client_quotas.clone();
         let ready = ready_tx.clone();
         let stopping = stopping.clone();
         // Shard 0 serves the metrics endpoint on the listener claimed for it.
@@ -117,6 +120,7 @@ pub fn serve(
                     producer_ids_reserved_below,
                     cluster,
                     capacity,
+                    client_quotas,
                     metrics_listener,
                 };
                 run_shard(start, ready, stop_rx, stopping).await;
@@ -177,6 +181,7 @@ struct ShardStart {
     producer_ids_reserved_below: i64,
     cluster: ShardCluster,
     capacity: Arc<Capacity>,
+    client_quotas: Arc<ClientQuotaSensors>,
     metrics_listener: Option<std::net::TcpListener>,
 }
 
@@ -199,6 +204,7 @@ async fn run_shard(
         producer_ids_reserved_below,
         cluster,
         capacity,
+        client_quotas,
         metrics_listener,
     } = start;
     let id = endpoints.shard();
@@ -209,6 +215,7 @@ async fn run_shard(
         metadata,
         cluster.zk,
         capacity,
+        client_quotas,
     ));
     install_services(&shard, producer_ids_reserved_below);
     let router = endpoints.connect(shard.clone()).await;

@@ -12,6 +12,7 @@
 
 pub mod capacity;
 mod cleaner;
+pub mod client_quotas;
 pub mod counters;
 pub mod maintenance;
 mod reconcile;
@@ -22,6 +23,7 @@ use crate::cluster::ZkHandle;
 use crate::config::{BrokerConfig, BrokerSettings};
 use crate::metadata::{ClusterMetadata, PartitionInfo};
 use capacity::Capacity;
+use client_quotas::ClientQuotaSensors;
 use counters::{ShardMetrics, ShardStats};
 use ferrite_shards::log::BatchCache;
 use ferrite_shards::partition::Partition;
@@ -56,6 +58,8 @@ pub struct Shard {
     pub cluster: Option<ZkHandle>,
     /// What the process can hold, shared by every shard.
     pub capacity: Arc<Capacity>,
+    /// The client quotas' rates, shared by every shard (quotas are broker-wide).
+    pub client_quotas: Arc<ClientQuotaSensors>,
     reconcile_lock: glommio::sync::Semaphore,
     pub stats: ShardStats,
     /// Requests by API, errors, latencies: what the metrics endpoint reports.
@@ -71,6 +75,7 @@ impl Shard {
         metadata: Arc<ClusterMetadata>,
         cluster: Option<ZkHandle>,
         capacity: Arc<Capacity>,
+        client_quotas: Arc<ClientQuotaSensors>,
     ) -> Shard {
         let settings = config.shard(id.0).clone();
         let in_force = Arc::new(settings_in_force(&config, &metadata));
@@ -86,6 +91,7 @@ impl Shard {
             services: Services::default(),
             cluster,
             capacity,
+            client_quotas,
             reconcile_lock: glommio::sync::Semaphore::new(1),
             stats: ShardStats::default(),
             metrics: ShardMetrics::default(),

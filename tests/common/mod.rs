@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod disk;
 pub mod go;
+pub mod quotas;
 pub mod requests;
 pub mod wire;
 pub mod zookeeper;

@@ -213,6 +213,25 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         .with_partition_indexes(vec![0]),
                 ])),
         ),
+        ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(
+            DescribeClientQuotasRequest::default().with_components(vec![
+                describe_client_quotas_request::ComponentData::default()
+                    .with_entity_type(s("client-id"))
+                    .with_match_type(0)
+                    .with_match(Some(s("fuzz"))),
+            ]),
+        ),
+        ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
+            AlterClientQuotasRequest::default().with_entries(vec![
+                alter_client_quotas_request::EntryData::default()
+                    .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                        .with_entity_type(s("client-id"))
+                        .with_entity_name(Some(s("fuzz")))])
+                    .with_ops(vec![alter_client_quotas_request::OpData::default()
+                        .with_key(s("producer_byte_rate"))
+                        .with_value(1e6)]),
+            ]),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -265,6 +284,10 @@ impl DefaultOf for RequestKind {
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
             RequestKind::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
+            RequestKind::DescribeClientQuotas(_) => {
+                RequestKind::DescribeClientQuotas(Default::default())
+            }
+            RequestKind::AlterClientQuotas(_) => RequestKind::AlterClientQuotas(Default::default()),
             RequestKind::AlterPartitionReassignments(_) => {
                 RequestKind::AlterPartitionReassignments(Default::default())
             }
