@@ -109,6 +109,10 @@ elif phase == "cluster-default":
         time.sleep(0.2)
     print("cluster default ok")
 else:
+    # AlterConfigs (the whole set) of this broker's own settings.
+    legacy = ConfigResource(ResourceType.BROKER, "0", set_config={"log.cleaner.backoff.ms": "20000"})
+    list(admin.alter_configs([legacy], request_timeout=T).values())[0].result(timeout=T)
+    assert value_and_source(me, "log.cleaner.backoff.ms") == ("20000", 2)
     assert value_and_source(topic, "retention.ms") == ("86400000", 3)
     assert value_and_source(topic, "max.message.bytes")[1] == 5, "message.max.bytes is back to its default"
     assert value_and_source(me, "message.max.bytes")[1] == 5

@@ -82,6 +82,13 @@ while sorted(partition()["isr_nodes"]) != sorted(target):
     time.sleep(0.1)
 assert partition()["leader_id"] in target, partition()
 
+# The leadership went to the target's first replica, the preferred one: kafka-python's
+# elect_leaders finds nothing to do (ELECTION_NOT_NEEDED, which it does not raise).
+assert partition()["leader_id"] == target[0], partition()
+answer = admin.elect_leaders(0, {"moving": [0]})
+codes = [p.error_code for r in answer.replica_election_results for p in r.partition_result]
+assert codes == [84], answer
+
 # Kafka's refusals, per partition.
 bad = {
     TopicPartition("moving", 0): [target[0], 9],
