@@ -460,6 +460,20 @@ fn sarama_oldest_admin_lists_topics_and_describes_their_configs() {
 
 /// ClusterAdmin.DeleteRecords (DeleteRecords v0, at any setting from V0_11_0_0): the log start
 /// moves, and a consumer from the beginning starts there.
+/// ClusterAdmin.DescribeCluster: Sarama 1.22 first finds the controller (Metadata v1+, which
+/// names it), then asks it for Metadata v0, which has no controller field, so it reports -1
+/// whatever the broker; the brokers and their addresses are what it describes.
+#[test]
+fn sarama_newest_admin_describes_the_cluster() {
+    let broker = Broker::start(&[]);
+    let sarama = Sarama::at(&broker, NEWEST);
+    let described = sarama.admin("describe-cluster", &[]).expect("describe cluster");
+    assert_eq!(
+        described,
+        vec![json!({"broker": 0, "addr": broker.addr, "controller": -1})]
+    );
+}
+
 #[test]
 fn sarama_newest_admin_deletes_records() {
     let broker = Broker::start(&["--set", "num.partitions=2"]);

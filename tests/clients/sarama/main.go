@@ -611,6 +611,8 @@ func adminOp(admin sarama.ClusterAdmin, op string, a *adminFlags) error {
 		return listGroupOffsets(admin, a)
 	case "delete-records":
 		return deleteRecords(admin, a)
+	case "describe-cluster":
+		return describeCluster(admin)
 	case "alter-config":
 		return alterConfig(admin, a)
 	case "alter-broker-config":
@@ -651,6 +653,19 @@ func alterConfig(admin sarama.ClusterAdmin, a *adminFlags) error {
 		return err
 	}
 	emit(map[string]interface{}{"altered": oneTopic(a)})
+	return nil
+}
+
+// describeCluster prints each broker and the controller. Sarama 1.22's DescribeCluster asks
+// the controller for Metadata (it predates the DescribeCluster API).
+func describeCluster(admin sarama.ClusterAdmin) error {
+	brokers, controller, err := admin.DescribeCluster()
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers {
+		emit(map[string]interface{}{"broker": b.ID(), "addr": b.Addr(), "controller": controller})
+	}
 	return nil
 }
 
