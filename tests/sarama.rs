@@ -467,7 +467,9 @@ fn sarama_oldest_admin_lists_topics_and_describes_their_configs() {
 fn sarama_newest_admin_describes_the_cluster() {
     let broker = Broker::start(&[]);
     let sarama = Sarama::at(&broker, NEWEST);
-    let described = sarama.admin("describe-cluster", &[]).expect("describe cluster");
+    let described = sarama
+        .admin("describe-cluster", &[])
+        .expect("describe cluster");
     assert_eq!(
         described,
         vec![json!({"broker": 0, "addr": broker.addr, "controller": -1})]

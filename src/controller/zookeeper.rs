@@ -6,8 +6,11 @@ use super::capacity::ClusterLoad;
 use super::{check_new_topic, Controller, NewTopic, TopicError};
 use crate::cluster::requests::{CreateOutcome, PlannedTopic, Request};
 use crate::cluster::{assign_replicas, ZkHandle};
-use crate::metadata::{cluster_id_string, random_id, PartitionInfo, TopicInfo};
+use crate::metadata::client_quotas::QuotaEntity;
+use crate::metadata::{cluster_id_string, random_id, ClusterMetadata, PartitionInfo, TopicInfo};
 use crate::shard::Shard;
+use futures::channel::oneshot;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -180,7 +183,7 @@ pub(super) async fn create_partitions(
         .await
         .ok_or_else(unavailable)?;
     r.map_err(TopicError::Storage)?;
-    let grown = |m: &crate::metadata::ClusterMetadata| {
+    let grown = |m: &ClusterMetadata| {
         m.topic(name)
             .filter(|t| t.partitions.len() == count as usize)
             .map(|_| ())
@@ -211,95 +214,90 @@ pub(super) async fn allocate_producer_id(
     Ok(id)
 }
 
-/// Polls this shard's view until `f` finds what it looks for (bounded by `VIEW_TIMEOUT`).
-/// Writes the topic's configs to ZooKeeper; answers once this broker's view has them (every
-/// other broker's watch brings them too).
+/// Sends a write to the control thread, then waits until this broker's view shows it
+/// (`seen`); every other broker's watch brings it too. `what` names it in the error when the
+/// view does not catch up within `VIEW_TIMEOUT`.
+async fn write_then_see<T>(
+    shard: &Shard,
+    zk: &ZkHandle,
+    write: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Request,
+    seen: impl Fn(&ClusterMetadata) -> bool,
+    what: &str,
+) -> Result<T, TopicError> {
+    let written = zk
+        .call(write)
+        .await
+        .ok_or_else(unavailable)?
+        .map_err(TopicError::Storage)?;
+    wait_for(shard, |m| seen(m).then_some(()))
+        .await
+        .ok_or_else(|| {
+            TopicError::Storage(format!(
+                "{what} are in ZooKeeper but not in this broker's view yet"
+            ))
+        })?;
+    Ok(written)
+}
+
+/// Writes the topic's configs to `/config/topics/<t>`.
 pub(super) async fn alter_topic_configs(
     shard: &Shard,
     zk: &ZkHandle,
     name: &str,
-    configs: std::collections::BTreeMap<String, String>,
+    configs: BTreeMap<String, String>,
 ) -> Result<(), TopicError> {
-    let topic = name.to_string();
     let wanted = configs.clone();
-    zk.call(|reply| Request::AlterTopicConfig {
+    let topic = name.to_string();
+    let write = |reply| Request::AlterTopicConfig {
         topic,
         configs,
         reply,
-    })
-    .await
-    .ok_or_else(unavailable)?
-    .map_err(TopicError::Storage)?;
-    wait_for(shard, |m| {
-        m.topic(name).filter(|t| t.configs == wanted).map(|_| ())
-    })
-    .await
-    .ok_or_else(|| {
-        TopicError::Storage(format!(
-            "the configs of {name} are in ZooKeeper but not in this broker's view yet"
-        ))
-    })
+    };
+    let seen = |m: &ClusterMetadata| m.topic(name).is_some_and(|t| t.configs == wanted);
+    write_then_see(shard, zk, write, seen, &format!("the configs of {name}")).await
 }
 
-/// Writes `/config/brokers/<id|<default>>`; answers once this broker's view has the new set
-/// (every other broker's watch brings it too).
+/// Writes `/config/brokers/<id|<default>>`.
 pub(super) async fn alter_broker_configs(
     shard: &Shard,
     zk: &ZkHandle,
     broker: Option<i32>,
-    configs: std::collections::BTreeMap<String, String>,
+    configs: BTreeMap<String, String>,
 ) -> Result<(), TopicError> {
     let wanted = configs.clone();
-    zk.call(|reply| Request::AlterBrokerConfig {
+    let write = |reply| Request::AlterBrokerConfig {
         broker,
         configs,
         reply,
-    })
-    .await
-    .ok_or_else(unavailable)?
-    .map_err(TopicError::Storage)?;
-    wait_for(shard, |m| {
-        (*m.broker_configs.of(broker) == wanted).then_some(())
-    })
-    .await
-    .ok_or_else(|| {
-        TopicError::Storage(
-            "the broker configs are in ZooKeeper but not in this broker's view yet".into(),
-        )
-    })
+    };
+    let seen = |m: &ClusterMetadata| *m.broker_configs.of(broker) == wanted;
+    write_then_see(shard, zk, write, seen, "the broker configs").await
 }
 
-/// Writes a client quota entity's znode; answers once this broker's view has the new values.
+/// Writes a client quota entity's znode (`/config/users/...`, `/config/clients/...`).
 pub(super) async fn alter_client_quotas(
     shard: &Shard,
     zk: &ZkHandle,
-    entity: crate::metadata::client_quotas::QuotaEntity,
-    quotas: std::collections::BTreeMap<String, String>,
+    entity: QuotaEntity,
+    quotas: BTreeMap<String, String>,
 ) -> Result<(), TopicError> {
     let wanted = quotas.clone();
     let key = entity.clone();
-    zk.call(|reply| Request::AlterClientQuota {
+    let write = |reply| Request::AlterClientQuota {
         entity,
         quotas,
         reply,
-    })
-    .await
-    .ok_or_else(unavailable)?
-    .map_err(TopicError::Storage)?;
-    let empty = std::collections::BTreeMap::new();
-    wait_for(shard, |m| {
-        (*m.client_quotas.get(&key).unwrap_or(&empty) == wanted).then_some(())
-    })
-    .await
-    .ok_or_else(|| {
-        TopicError::Storage(
-            "the client quotas are in ZooKeeper but not in this broker's view yet".into(),
-        )
-    })
+    };
+    let seen = |m: &ClusterMetadata| {
+        m.client_quotas
+            .get(&key)
+            .map_or(wanted.is_empty(), |q| *q == wanted)
+    };
+    write_then_see(shard, zk, write, seen, "the client quotas").await
 }
 
-/// Writes the reassignments to the topic znode; answers once this broker's view shows them
-/// (a started one lists the target first; a cancelled one is gone).
+/// Writes the reassignments to the topic znode; the view shows a started one with the target
+/// first, and a cancelled one gone.
 pub(super) async fn reassign_partitions(
     shard: &Shard,
     zk: &ZkHandle,
@@ -308,16 +306,12 @@ pub(super) async fn reassign_partitions(
 ) -> Result<Vec<(i32, bool)>, TopicError> {
     let asked = partitions.clone();
     let name = topic.to_string();
-    let outcomes = zk
-        .call(|reply| Request::Reassign {
-            topic: name,
-            partitions,
-            reply,
-        })
-        .await
-        .ok_or_else(unavailable)?
-        .map_err(TopicError::Storage)?;
-    let seen = |m: &crate::metadata::ClusterMetadata| {
+    let write = |reply| Request::Reassign {
+        topic: name,
+        partitions,
+        reply,
+    };
+    let seen = |m: &ClusterMetadata| {
         asked.iter().all(|(p, target)| match target {
             Some(target) => m
                 .partition(topic, *p)
@@ -325,14 +319,8 @@ pub(super) async fn reassign_partitions(
             None => !m.reassignments.contains_key(&(topic.to_string(), *p)),
         })
     };
-    wait_for(shard, |m| seen(m).then_some(()))
-        .await
-        .ok_or_else(|| {
-            TopicError::Storage(format!(
-                "the reassignment of {topic} is in ZooKeeper but not in this broker's view yet"
-            ))
-        })?;
-    Ok(outcomes)
+    let what = format!("the reassignments of {topic}");
+    write_then_see(shard, zk, write, seen, &what).await
 }
 
 /// Writes the election request znode for the elected controller.
@@ -355,10 +343,8 @@ pub(super) async fn elect_leaders(
     .map_err(TopicError::Storage)
 }
 
-async fn wait_for<T>(
-    shard: &Shard,
-    f: impl Fn(&crate::metadata::ClusterMetadata) -> Option<T>,
-) -> Option<T> {
+/// Polls this shard's view until `f` finds what it looks for (bounded by `VIEW_TIMEOUT`).
+async fn wait_for<T>(shard: &Shard, f: impl Fn(&ClusterMetadata) -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + VIEW_TIMEOUT;
     loop {
         if let Some(found) = f(&shard.metadata()) {

@@ -5,7 +5,9 @@ phase, after a restart, checks the changes were kept."""
 import sys
 import time
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+import config_calls
+from config_calls import op
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, OffsetSpec, ResourceType)
 
@@ -16,21 +18,11 @@ topic = ConfigResource(ResourceType.TOPIC, "tuned")
 
 
 def configs():
-    return list(admin.describe_configs([topic], request_timeout=T).values())[0].result(timeout=T)
+    return config_calls.describe(admin, topic)
 
 
 def incremental(*entries, resource=topic, validate_only=False):
-    r = ConfigResource(resource.restype, resource.name, incremental_configs=list(entries))
-    try:
-        list(admin.incremental_alter_configs([r], validate_only=validate_only,
-                                             request_timeout=T).values())[0].result(timeout=T)
-    except KafkaException as e:
-        return e.args[0].code()
-    return KafkaError.NO_ERROR
-
-
-def op(name, value, kind=AlterConfigOpType.SET):
-    return ConfigEntry(name, value, incremental_operation=kind)
+    return config_calls.incremental(admin, resource, *entries, validate_only=validate_only)
 
 
 if phase == "before-restart":

@@ -11,7 +11,9 @@ default (it refuses an empty broker name), so the test sets that with Sarama bet
 import sys
 import time
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+import config_calls
+from config_calls import op
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, OffsetSpec, ResourceType)
 
@@ -23,21 +25,11 @@ topic = ConfigResource(ResourceType.TOPIC, "plain")
 
 
 def configs(resource):
-    return list(admin.describe_configs([resource], request_timeout=T).values())[0].result(timeout=T)
+    return config_calls.describe(admin, resource)
 
 
 def incremental(resource, *entries, validate_only=False):
-    r = ConfigResource(resource.restype, resource.name, incremental_configs=list(entries))
-    try:
-        list(admin.incremental_alter_configs([r], validate_only=validate_only,
-                                             request_timeout=T).values())[0].result(timeout=T)
-    except KafkaException as e:
-        return e.args[0].code()
-    return KafkaError.NO_ERROR
-
-
-def op(name, value, kind=AlterConfigOpType.SET):
-    return ConfigEntry(name, value, incremental_operation=kind)
+    return config_calls.incremental(admin, resource, *entries, validate_only=validate_only)
 
 
 def synonyms(entry):
