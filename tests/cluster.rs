@@ -578,4 +578,32 @@ fn client_quotas_altered_on_one_broker_are_in_zookeeper_and_on_every_broker() {
     assert!(out.contains(r#""producer_byte_rate":"2000000""#), "{out}");
     let (_, out) = zk.cli(&["get", "/config/users/<default>/clients/app%201"]);
     assert!(out.contains(r#""consumer_byte_rate":"3000000""#), "{out}");
+    // A user's znode holds its SCRAM credentials too (as Kafka writes them): a quota change
+    // keeps them, and they are not quotas.
+    let scram = r#"{"version":1,"config":{"SCRAM-SHA-256":"salt=c2FsdA==,stored_key=a2V5,server_key=a2V5,iterations=4096"}}"#;
+    let (created, out) = zk.cli(&["create", "/config/users/carol", scram]);
+    assert!(created, "{out}");
+    let carol = [("user", Some("carol"))];
+    assert_eq!(
+        alter(
+            &brokers[0],
+            &carol,
+            &[("request_percentage", 50.0, false)],
+            false
+        ),
+        0
+    );
+    let (_, out) = zk.cli(&["get", "/config/users/carol"]);
+    assert!(
+        out.contains("SCRAM-SHA-256") && out.contains(r#""request_percentage":"50""#),
+        "{out}"
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "broker 2 describes carol's quota alone",
+        || {
+            let (_, entries) = describe(&brokers[1], &[("user", 0, Some("carol"))], true);
+            entries.values().map(|v| v.len()).collect::<Vec<_>>() == [1]
+        },
+    );
 }

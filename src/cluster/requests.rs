@@ -166,7 +166,16 @@ pub async fn alter_client_quota(
             .await
             .map_err(|e| e.to_string())?;
     }
-    write_entity_config(client, &path, &entity_path, quotas).await
+    // The znode may hold other configs of the entity (a user's SCRAM credentials): only its
+    // quotas are replaced, as Kafka's `alterClientQuotas` edits the entity's properties.
+    let mut configs = match client.get_data(&path).await {
+        Ok((bytes, _)) => znodes::decode::<EntityConfig>(&path, &bytes)?.config,
+        Err(Error::NoNode) => BTreeMap::new(),
+        Err(e) => return Err(e.to_string()),
+    };
+    configs.retain(|k, _| !crate::metadata::client_quotas::is_quota_key(k));
+    configs.extend(quotas);
+    write_entity_config(client, &path, &entity_path, configs).await
 }
 
 /// Writes `/config/brokers/<id>` (or `<default>` for `None`) and its notification, as Kafka's

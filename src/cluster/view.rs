@@ -126,7 +126,8 @@ async fn read_client_quotas(
         let Some(path) = znodes::quota_entity_path(&entity) else {
             continue;
         };
-        let values = entity_config(client, &format!("/config/{path}")).await?;
+        let mut values = entity_config(client, &format!("/config/{path}")).await?;
+        values.retain(|k, _| crate::metadata::client_quotas::is_quota_key(k));
         if !values.is_empty() {
             quotas.insert(entity, values);
         }

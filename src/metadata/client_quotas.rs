@@ -84,6 +84,12 @@ const KEYS: &[(&str, bool)] = &[
     (CONTROLLER_MUTATION_RATE, false),
 ];
 
+/// Whether `key` is a client quota (an entity's znode may hold other configs too: a user's
+/// SCRAM credentials live in `/config/users/<u>` as well).
+pub fn is_quota_key(key: &str) -> bool {
+    KEYS.iter().any(|(k, _)| *k == key)
+}
+
 /// The text Kafka stores for `value` of `key`, or its refusal (INVALID_REQUEST), as
 /// `ZkAdminManager.alterClientQuotas` checks it.
 pub fn stored_value(key: &str, value: f64) -> Result<String, String> {
