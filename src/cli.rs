@@ -22,6 +22,49 @@ pub enum Command {
     Serve(ServeArgs),
     /// Check this host against what a broker needs (--check), or apply what can be (--apply).
     Tune(TuneArgs),
+    /// Add, list or delete SCRAM users while no broker runs on the data directory (or in
+    /// ZooKeeper, where every broker of the cluster reads them).
+    User(UserArgs),
+}
+
+/// Exactly one of `--data-dir` and `--zookeeper` (checked when run: they may follow the
+/// subcommand, where clap's groups do not see them).
+#[derive(clap::Args, Debug, Clone)]
+pub struct UserArgs {
+    #[command(subcommand)]
+    pub command: UserCommand,
+    /// The single broker's data directory (its `meta/users.json`).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// The cluster's ZooKeeper, `HOST:PORT[,HOST:PORT...][/chroot]` (`/config/users/<name>`).
+    #[arg(long, value_name = "CONNECT", global = true)]
+    pub zookeeper: Option<String>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum UserCommand {
+    /// Store a salted SCRAM credential for NAME; the password is the first line of standard
+    /// input.
+    Add {
+        name: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long)]
+        mechanism: String,
+        /// Read the password from standard input (the only way: it never appears in `ps`).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+        /// PBKDF2 iterations (Kafka takes 4096 to 16384).
+        #[arg(long, default_value_t = 4096)]
+        iterations: u32,
+    },
+    /// Each user with its mechanisms and iteration counts.
+    List,
+    /// Remove a user's credentials (one mechanism's with --mechanism).
+    Delete {
+        name: String,
+        #[arg(long)]
+        mechanism: Option<String>,
+    },
 }
 
 /// What `ferrite tune` does.
@@ -274,7 +317,7 @@ mod tests {
         let argv = ["ferrite", "tune"].iter().chain(args);
         match Cli::try_parse_from(argv)?.command {
             Command::Tune(t) => Ok(t),
-            Command::Serve(_) => unreachable!("parsed `tune`"),
+            Command::Serve(_) | Command::User(_) => unreachable!("parsed `tune`"),
         }
     }
 

@@ -10,9 +10,11 @@ mod metadata;
 mod metrics;
 mod protocol;
 mod replication;
+mod security;
 mod server;
 mod shard;
 mod tune;
+mod users;
 
 use clap::Parser;
 use cli::{Cli, Command, TuneMode};
@@ -94,6 +96,13 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+        Command::User(args) => match users::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferrite: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Serve(args) => {
             init_logging(args.log_level.as_deref(), &args.log_format);
             abort_on_panic();

@@ -23,6 +23,25 @@ pub use session::{start, ClusterOptions, Started};
 
 use futures::channel::{mpsc, oneshot};
 
+/// A ZooKeeper client for a command-line tool (`ferrite user`): connected, under the chroot
+/// (created when missing, as a broker creates it), with `/config/users` and `/config/changes`
+/// in place.
+pub async fn admin_client(
+    connect: &crate::config::ZkConnect,
+) -> Result<zookeeper_client::Client, zookeeper_client::Error> {
+    let timeout = std::time::Duration::from_secs(10);
+    let client = zookeeper_client::Client::connector()
+        .with_session_timeout(timeout)
+        .with_connection_timeout(timeout)
+        .connect(&connect.servers)
+        .await?;
+    let client = session::rooted(client, connect).await?;
+    for path in ["/config", znodes::USER_CONFIGS, znodes::CONFIG_CHANGES] {
+        zk::create_if_missing(&client, path, b"").await?;
+    }
+    Ok(client)
+}
+
 /// How long a shard waits for the control thread's answer.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 

@@ -192,7 +192,7 @@ pub async fn alter_broker_config(
 
 /// An entity's config znode, created or replaced, then the `/config/changes` notification
 /// naming it (`entity_path`, e.g. `topics/orders` or `brokers/<default>`).
-async fn write_entity_config(
+pub async fn write_entity_config(
     client: &Client,
     path: &str,
     entity_path: &str,

@@ -476,7 +476,7 @@ async fn bump_controller_epoch(client: &Client) -> Result<i32, Error> {
 /// The session's client under the chroot, which is created first when missing: Kafka makes
 /// sure the chroot exists before it uses it (`KafkaServer.initZkClient`), so a new cluster
 /// needs no manual step. Every path is created on the same session as the rooted client uses.
-async fn rooted(client: Client, connect: &ZkConnect) -> Result<Client, Error> {
+pub async fn rooted(client: Client, connect: &ZkConnect) -> Result<Client, Error> {
     let Some(chroot) = &connect.chroot else {
         return Ok(client);
     };

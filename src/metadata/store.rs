@@ -300,6 +300,33 @@ pub async fn save_client_quotas(
     .await
 }
 
+/// SCRAM users by name: mechanism name → Kafka's credential text (salted keys, never the
+/// password).
+pub type ScramUsers = BTreeMap<String, BTreeMap<String, String>>;
+
+fn users_path(data_dir: &Path) -> PathBuf {
+    meta_dir(data_dir).join("users.json")
+}
+
+/// The SCRAM users in `meta/users.json` (none when it is missing).
+pub fn load_users(data_dir: &Path) -> std::io::Result<ScramUsers> {
+    let path = users_path(data_dir);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| bad_file(&path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ScramUsers::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `meta/users.json` atomically (blocking: `ferrite user`, while no broker runs).
+pub fn save_users_blocking(data_dir: &Path, users: &ScramUsers) -> std::io::Result<()> {
+    std::fs::create_dir_all(meta_dir(data_dir))?;
+    write_blocking(
+        &users_path(data_dir),
+        &serde_json::to_vec_pretty(users).expect("serialisable"),
+    )
+}
+
 fn broker_configs_path(data_dir: &Path) -> PathBuf {
     meta_dir(data_dir).join("broker-configs.json")
 }

@@ -91,7 +91,9 @@ pub fn take(
     })
 }
 
-fn lock_data_dir(dir: &Path) -> Result<File, ClaimError> {
+/// The data directory's exclusive lock (`.lock`), as a broker takes it; held while the file
+/// is open.
+pub fn lock_data_dir(dir: &Path) -> Result<File, ClaimError> {
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     let path = dir.join(".lock");
     let mut file = std::fs::OpenOptions::new()

@@ -1,0 +1,3 @@
+//! Security: SCRAM credentials today; SASL and ACLs build on them (issue 15).
+
+pub mod scram;
