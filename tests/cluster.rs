@@ -607,3 +607,45 @@ fn client_quotas_altered_on_one_broker_are_in_zookeeper_and_on_every_broker() {
         },
     );
 }
+
+/// AlterUserScramCredentials through one broker writes Kafka's `/config/users/<name>` and every
+/// broker describes the user.
+#[test]
+fn scram_users_altered_on_one_broker_are_in_zookeeper_and_on_every_broker() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    };
+    let zk = ZooKeeper::start();
+    let brokers = start_cluster(&zk, &[]);
+    let mut conn = wire::connect(&brokers[0]);
+    let body = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str("frank"))
+            .with_mechanism(2)
+            .with_iterations(4096)
+            .with_salt(bytes::Bytes::from_static(b"salty"))
+            .with_salted_password(bytes::Bytes::from_static(&[9; 64])),
+    ]);
+    let answer: AlterUserScramCredentialsResponse =
+        wire::call(&mut conn, ApiKey::AlterUserScramCredentials, 0, &body);
+    assert_eq!(answer.results[0].error_code, 0, "{answer:?}");
+    let (_, znode) = zk.cli(&["get", "/config/users/frank"]);
+    assert!(
+        znode.contains(r#""SCRAM-SHA-512":"salt=c2FsdHk=,stored_key="#),
+        "{znode}"
+    );
+    wait_until(Duration::from_secs(10), "broker 3 describes frank", || {
+        let mut conn = wire::connect(&brokers[2]);
+        let answer: DescribeUserScramCredentialsResponse = wire::call(
+            &mut conn,
+            ApiKey::DescribeUserScramCredentials,
+            0,
+            &DescribeUserScramCredentialsRequest::default().with_users(None),
+        );
+        answer.results.len() == 1
+            && answer.results[0].user.as_str() == "frank"
+            && answer.results[0].credential_infos[0].iterations == 4096
+    });
+}

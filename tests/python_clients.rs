@@ -102,6 +102,24 @@ fn kafka_python_deletes_group_offsets_as_kafka_does() {
 }
 
 #[test]
+fn confluent_alters_and_describes_scram_users_and_they_are_kept() {
+    let mut broker = Broker::start(&[]);
+    let data_dir = broker.data_dir.to_str().unwrap().to_string();
+    let out = python(
+        "confluent_scram_users.py",
+        &[&broker.addr, &data_dir, "alter"],
+    );
+    assert!(out.contains("scram users ok"), "{out}");
+    assert!(broker.stop().success());
+    broker.restart();
+    let out = python(
+        "confluent_scram_users.py",
+        &[&broker.addr, &data_dir, "kept"],
+    );
+    assert!(out.contains("scram users kept"), "{out}");
+}
+
+#[test]
 fn confluent_alters_topic_configs_in_force_at_once_and_kept() {
     let mut broker = Broker::start(&["--set", "log.retention.check.interval.ms=500"]);
     let out = python(

@@ -71,6 +71,12 @@ pub enum Request {
         quotas: BTreeMap<String, String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Replaces one user's SCRAM credentials (mechanism → Kafka's text; empty: none left).
+    AlterScramUser {
+        user: String,
+        credentials: BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// Starts, replaces or cancels (`None`) reassignments of a topic's partitions; answers, per
     /// partition, whether there was something to do (false: a cancel with none in progress).
     Reassign {
@@ -176,6 +182,26 @@ pub async fn alter_client_quota(
     configs.retain(|k, _| !crate::metadata::client_quotas::is_quota_key(k));
     configs.extend(quotas);
     write_entity_config(client, &path, &entity_path, configs).await
+}
+
+/// Writes a user's SCRAM credentials into `/config/users/<name>` (Kafka's
+/// `adminZkClient.changeConfigs` for the user), keeping the user's other configs (quotas).
+pub async fn alter_scram_user(
+    client: &Client,
+    user: &str,
+    credentials: BTreeMap<String, String>,
+) -> Result<(), String> {
+    use crate::metadata::client_quotas::EntityName;
+    let stored = EntityName::Named(user.to_string()).stored();
+    let path = format!("{}/{stored}", znodes::USER_CONFIGS);
+    let mut configs = match client.get_data(&path).await {
+        Ok((bytes, _)) => znodes::decode::<EntityConfig>(&path, &bytes)?.config,
+        Err(Error::NoNode) => BTreeMap::new(),
+        Err(e) => return Err(e.to_string()),
+    };
+    configs.retain(|k, _| crate::security::scram::Mechanism::from_name(k).is_none());
+    configs.extend(credentials);
+    write_entity_config(client, &path, &format!("users/{stored}"), configs).await
 }
 
 /// Writes `/config/brokers/<id>` (or `<default>` for `None`) and its notification, as Kafka's

@@ -352,6 +352,14 @@ impl ControlLoop {
                 let r = requests::alter_topic_config(&s.client, &topic, configs).await;
                 let _ = reply.send(r);
             }
+            Request::AlterScramUser {
+                user,
+                credentials,
+                reply,
+            } => {
+                let r = requests::alter_scram_user(&s.client, &user, credentials).await;
+                let _ = reply.send(r);
+            }
             Request::AlterClientQuota {
                 entity,
                 quotas,

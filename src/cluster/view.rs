@@ -43,6 +43,7 @@ pub struct ZkTree {
     pub pending_deletions: Vec<String>,
     pub broker_configs: DynamicBrokerConfigs,
     pub client_quotas: crate::metadata::client_quotas::ClientQuotaConfigs,
+    pub scram_users: crate::metadata::store::ScramUsers,
     /// Elections asked for (ElectLeaders), preferred and unclean.
     pub preferred_elections: Vec<znodes::ElectionPartition>,
     /// Reassignments asked through `/admin/reassign_partitions`.
@@ -86,11 +87,20 @@ async fn entity_config(client: &Client, path: &str) -> Result<BTreeMap<String, S
     })
 }
 
-/// Every client quota entity with values: `/config/users/<u>`, `/config/users/<u>/clients/<c>`
-/// and `/config/clients/<c>`. Names that are not Kafka's sanitized form are skipped.
-async fn read_client_quotas(
+/// Every client quota entity with values (`/config/users/<u>`, `/config/users/<u>/clients/<c>`
+/// and `/config/clients/<c>`), and every user's SCRAM credentials (`/config/users/<u>`). Names
+/// that are not Kafka's sanitized form are skipped.
+async fn read_user_and_client_configs(
     client: &Client,
-) -> Result<crate::metadata::client_quotas::ClientQuotaConfigs, Error> {
+) -> Result<
+    (
+        crate::metadata::client_quotas::ClientQuotaConfigs,
+        crate::metadata::store::ScramUsers,
+    ),
+    Error,
+> {
+    use crate::security::scram::Mechanism;
+    let mut scram_users = crate::metadata::store::ScramUsers::new();
     use crate::metadata::client_quotas::{EntityName, QuotaEntity};
     let mut quotas = crate::metadata::client_quotas::ClientQuotaConfigs::new();
     let mut entities = Vec::new();
@@ -127,12 +137,22 @@ async fn read_client_quotas(
             continue;
         };
         let mut values = entity_config(client, &format!("/config/{path}")).await?;
+        if let (Some(EntityName::Named(user)), None) = (&entity.user, &entity.client_id) {
+            let scram: BTreeMap<String, String> = values
+                .iter()
+                .filter(|(k, _)| Mechanism::from_name(k).is_some())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !scram.is_empty() {
+                scram_users.insert(user.clone(), scram);
+            }
+        }
         values.retain(|k, _| crate::metadata::client_quotas::is_quota_key(k));
         if !values.is_empty() {
             quotas.insert(entity, values);
         }
     }
-    Ok(quotas)
+    Ok((quotas, scram_users))
 }
 
 pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
@@ -198,7 +218,7 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
         let configs = entity_config(client, &znodes::broker_config_path(broker)).await?;
         tree.broker_configs.set(broker, configs);
     }
-    tree.client_quotas = read_client_quotas(client).await?;
+    (tree.client_quotas, tree.scram_users) = read_user_and_client_configs(client).await?;
     tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
     if let Some((bytes, _)) = data_or_none(client, znodes::REASSIGN_PARTITIONS).await? {
         if let Some(asked) = decoded::<znodes::ReassignRequest>(znodes::REASSIGN_PARTITIONS, &bytes)
@@ -285,6 +305,7 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
         topics,
         broker_configs: tree.broker_configs.clone(),
         client_quotas: tree.client_quotas.clone(),
+        scram_users: tree.scram_users.clone(),
     }
 }
 

@@ -370,6 +370,39 @@ pub async fn alter_broker_configs(
     Ok(())
 }
 
+/// Replaces the SCRAM credentials of each user named (mechanism → Kafka's text; an empty set
+/// removes the user), checked by the caller: kept in `meta/users.json` or in
+/// `/config/users/<name>`, then in every shard's (every broker's) metadata.
+pub async fn alter_scram_users(
+    shard: &Shard,
+    users: BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<(), TopicError> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    match Authority::of(shard) {
+        Authority::SingleNode => {
+            let mut next = (*shard.metadata()).clone();
+            for (user, credentials) in users {
+                if credentials.is_empty() {
+                    next.scram_users.remove(&user);
+                } else {
+                    next.scram_users.insert(user, credentials);
+                }
+            }
+            crate::metadata::store::save_users(&shard.config.data_dir, &next.scram_users)
+                .await
+                .map_err(|e| TopicError::Storage(e.to_string()))?;
+            publish(shard, next).await
+        }
+        Authority::ZooKeeper(zk) => {
+            for (user, credentials) in users {
+                zookeeper::alter_scram_user(shard, zk, user, credentials).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Replaces one client quota entity's values (empty: the entity goes), checked by the caller:
 /// kept in `meta/` or in ZooKeeper, then in force on every shard (every broker).
 pub async fn alter_client_quotas(

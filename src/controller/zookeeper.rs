@@ -296,6 +296,27 @@ pub(super) async fn alter_client_quotas(
     write_then_see(shard, zk, write, seen, "the client quotas").await
 }
 
+/// Writes a user's SCRAM credentials to `/config/users/<name>`.
+pub(super) async fn alter_scram_user(
+    shard: &Shard,
+    zk: &ZkHandle,
+    user: String,
+    credentials: BTreeMap<String, String>,
+) -> Result<(), TopicError> {
+    let (name, wanted) = (user.clone(), credentials.clone());
+    let write = |reply| Request::AlterScramUser {
+        user,
+        credentials,
+        reply,
+    };
+    let seen = |m: &ClusterMetadata| {
+        m.scram_users
+            .get(&name)
+            .map_or(wanted.is_empty(), |c| *c == wanted)
+    };
+    write_then_see(shard, zk, write, seen, "the SCRAM credentials").await
+}
+
 /// Writes the reassignments to the topic znode; the view shows a started one with the target
 /// first, and a cancelled one gone.
 pub(super) async fn reassign_partitions(

@@ -41,6 +41,7 @@ mod produce;
 mod produce_checks;
 mod sync_group;
 mod throttle;
+mod user_scram_credentials;
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::versions::{supported, SUPPORTED};
@@ -270,6 +271,12 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         }
         RequestKind::CreatePartitions(r) => create_partitions::handle(shard, req, r).await,
         RequestKind::DescribeClientQuotas(r) => client_quotas::handle_describe(shard, req, r),
+        RequestKind::DescribeUserScramCredentials(r) => {
+            user_scram_credentials::handle_describe(shard, req, r)
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            user_scram_credentials::handle_alter(shard, req, r).await
+        }
         RequestKind::AlterClientQuotas(r) => client_quotas::handle_alter(shard, req, r).await,
         RequestKind::AlterPartitionReassignments(r) => {
             alter_partition_reassignments::handle_alter(shard, req, r).await

@@ -117,6 +117,9 @@ pub struct ClusterMetadata {
     /// Client quotas (AlterClientQuotas), kept in `meta/client-quotas.json` or under
     /// `/config/users` and `/config/clients`.
     pub client_quotas: client_quotas::ClientQuotaConfigs,
+    /// SCRAM users: name → mechanism → Kafka's credential text (`security::scram`), kept in
+    /// `meta/users.json` or in `/config/users/<name>`.
+    pub scram_users: store::ScramUsers,
 }
 
 impl ClusterMetadata {

@@ -156,6 +156,7 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
         broker_configs: dynamic,
         reassignments: BTreeMap::new(),
         client_quotas: load_client_quotas(data_dir)?,
+        scram_users: load_users(data_dir)?,
     };
     let moved = replace_missing_shards(&mut metadata, shards);
     if moved > 0 {
@@ -325,6 +326,15 @@ pub fn save_users_blocking(data_dir: &Path, users: &ScramUsers) -> std::io::Resu
         &users_path(data_dir),
         &serde_json::to_vec_pretty(users).expect("serialisable"),
     )
+}
+
+/// Writes `meta/users.json` (the broker, for AlterUserScramCredentials).
+pub async fn save_users(data_dir: &Path, users: &ScramUsers) -> std::io::Result<()> {
+    uring::write_atomically(
+        &users_path(data_dir),
+        serde_json::to_vec_pretty(users).expect("serialisable"),
+    )
+    .await
 }
 
 fn broker_configs_path(data_dir: &Path) -> PathBuf {

@@ -29,6 +29,12 @@ impl ErrorCode {
     pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedEndpointType);
     pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode::of(ResponseError::ElectionNotNeeded);
+    pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode =
+        ErrorCode::of(ResponseError::UnsupportedSaslMechanism);
+    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode::of(ResponseError::ResourceNotFound);
+    pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode::of(ResponseError::DuplicateResource);
+    pub const UNACCEPTABLE_CREDENTIAL: ErrorCode =
+        ErrorCode::of(ResponseError::UnacceptableCredential);
     pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode =
         ErrorCode::of(ResponseError::InvalidReplicaAssignment);
     pub const NO_REASSIGNMENT_IN_PROGRESS: ErrorCode =

@@ -35,6 +35,19 @@ impl Mechanism {
         Mechanism::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// The mechanism's code in DescribeUserScramCredentials / AlterUserScramCredentials
+    /// (Kafka's `ScramMechanism.type`; 0 is UNKNOWN).
+    pub fn code(self) -> i8 {
+        match self {
+            Mechanism::Sha256 => 1,
+            Mechanism::Sha512 => 2,
+        }
+    }
+
+    pub fn from_code(code: i8) -> Option<Mechanism> {
+        Mechanism::ALL.into_iter().find(|m| m.code() == code)
+    }
+
     fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         match self {
             Mechanism::Sha256 => {

@@ -232,6 +232,27 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         .with_value(1e6)]),
             ]),
         ),
+        ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                describe_user_scram_credentials_request::UserName::default().with_name(s("fuzz")),
+            ])),
+        ),
+        ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
+            AlterUserScramCredentialsRequest::default()
+                .with_upsertions(vec![
+                    alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                        .with_name(s("fuzz"))
+                        .with_mechanism(1)
+                        .with_iterations(4096)
+                        .with_salt(Bytes::from_static(b"salt"))
+                        .with_salted_password(Bytes::from_static(&[7; 32])),
+                ])
+                .with_deletions(vec![
+                    alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                        .with_name(s("other"))
+                        .with_mechanism(2),
+                ]),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -284,6 +305,12 @@ impl DefaultOf for RequestKind {
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
             RequestKind::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
+            RequestKind::DescribeUserScramCredentials(_) => {
+                RequestKind::DescribeUserScramCredentials(Default::default())
+            }
+            RequestKind::AlterUserScramCredentials(_) => {
+                RequestKind::AlterUserScramCredentials(Default::default())
+            }
             RequestKind::DescribeClientQuotas(_) => {
                 RequestKind::DescribeClientQuotas(Default::default())
             }
