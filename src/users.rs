@@ -14,7 +14,6 @@ use crate::metadata::store::{self, ScramUsers};
 use crate::security::scram::{self, Credential, Mechanism};
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::Path;
 
 /// Runs one `ferrite user` command; the error is what to print.
 pub fn run(args: &UserArgs) -> Result<(), String> {
@@ -23,14 +22,27 @@ pub fn run(args: &UserArgs) -> Result<(), String> {
             return Err("a user name cannot be empty".into());
         }
     }
-    match (&args.data_dir, &args.zookeeper) {
-        (Some(dir), None) => with_data_dir(dir, &args.command),
-        (None, Some(connect)) => {
-            let connect = ZkConnect::parse(connect).map_err(|e| e.to_string())?;
-            smol::block_on(with_zookeeper(&connect, &args.command))
-        }
-        _ => Err("give exactly one of --data-dir and --zookeeper".into()),
-    }
+    smol::block_on(async {
+        let store = match (&args.data_dir, &args.zookeeper) {
+            (Some(dir), None) => {
+                let lock = crate::server::claims::lock_data_dir(dir).map_err(|e| e.to_string())?;
+                Store::DataDir {
+                    dir: dir.clone(),
+                    users: store::load_users(dir).map_err(|e| e.to_string())?,
+                    _lock: lock,
+                }
+            }
+            (None, Some(connect)) => {
+                let connect = ZkConnect::parse(connect).map_err(|e| e.to_string())?;
+                let client = cluster::admin_client(&connect)
+                    .await
+                    .map_err(|e| format!("ZooKeeper {}: {e}", connect.servers))?;
+                Store::ZooKeeper { client }
+            }
+            _ => return Err("give exactly one of --data-dir and --zookeeper".into()),
+        };
+        run_on(store, &args.command).await
+    })
 }
 
 /// The credential for `add`, its password read from standard input (one line).
@@ -76,9 +88,89 @@ fn describe(name: &str, credentials: &BTreeMap<String, String>) -> Option<String
     (!parts.is_empty()).then(|| format!("{name}: {}", parts.join(", ")))
 }
 
-fn with_data_dir(dir: &Path, command: &UserCommand) -> Result<(), String> {
-    let _lock = crate::server::claims::lock_data_dir(dir).map_err(|e| e.to_string())?;
-    let mut users: ScramUsers = store::load_users(dir).map_err(|e| e.to_string())?;
+/// Where users are kept: a data directory (locked while the tool runs) or ZooKeeper. Each
+/// user is its config map; in ZooKeeper that map may hold other configs (quotas), which are
+/// written back untouched.
+enum Store {
+    DataDir {
+        dir: std::path::PathBuf,
+        users: ScramUsers,
+        _lock: std::fs::File,
+    },
+    ZooKeeper {
+        client: zookeeper_client::Client,
+    },
+}
+
+impl Store {
+    fn user_path(name: &str) -> (String, String) {
+        let stored = EntityName::Named(name.to_string()).stored();
+        (
+            format!("{}/{stored}", znodes::USER_CONFIGS),
+            format!("users/{stored}"),
+        )
+    }
+
+    async fn config(&self, name: &str) -> Result<BTreeMap<String, String>, String> {
+        match self {
+            Store::DataDir { users, .. } => Ok(users.get(name).cloned().unwrap_or_default()),
+            Store::ZooKeeper { client } => {
+                let (path, _) = Store::user_path(name);
+                match client.get_data(&path).await {
+                    Ok((bytes, _)) => {
+                        znodes::decode::<znodes::EntityConfig>(&path, &bytes).map(|c| c.config)
+                    }
+                    Err(zookeeper_client::Error::NoNode) => Ok(BTreeMap::new()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        }
+    }
+
+    async fn put(&mut self, name: &str, config: BTreeMap<String, String>) -> Result<(), String> {
+        match self {
+            Store::DataDir { dir, users, .. } => {
+                if config.is_empty() {
+                    users.remove(name);
+                } else {
+                    users.insert(name.to_string(), config);
+                }
+                store::save_users_blocking(dir, users).map_err(|e| e.to_string())
+            }
+            Store::ZooKeeper { client } => {
+                let (path, entity) = Store::user_path(name);
+                requests::write_entity_config(client, &path, &entity, config).await
+            }
+        }
+    }
+
+    async fn names(&self) -> Result<Vec<String>, String> {
+        let mut names: Vec<String> = match self {
+            Store::DataDir { users, .. } => users.keys().cloned().collect(),
+            Store::ZooKeeper { client } => client
+                .list_children(znodes::USER_CONFIGS)
+                .await
+                .map_err(|e| e.to_string())?
+                .iter()
+                .filter_map(|stored| match EntityName::from_stored(stored)? {
+                    EntityName::Named(name) => Some(name),
+                    EntityName::Default => None,
+                })
+                .collect(),
+        };
+        names.sort();
+        Ok(names)
+    }
+
+    fn place(&self, name: &str) -> String {
+        match self {
+            Store::DataDir { dir, .. } => format!("in {}", dir.display()),
+            Store::ZooKeeper { .. } => format!("in ZooKeeper at {}", Store::user_path(name).0),
+        }
+    }
+}
+
+async fn run_on(mut store: Store, command: &UserCommand) -> Result<(), String> {
     match command {
         UserCommand::Add {
             name,
@@ -88,33 +180,28 @@ fn with_data_dir(dir: &Path, command: &UserCommand) -> Result<(), String> {
         } => {
             let mechanism = mechanism_of(mechanism)?;
             let credential = new_credential(mechanism, *iterations)?;
-            users
-                .entry(name.clone())
-                .or_default()
-                .insert(mechanism.name().to_string(), credential.to_kafka_string());
-            store::save_users_blocking(dir, &users).map_err(|e| e.to_string())?;
+            let mut config = store.config(name).await?;
+            config.insert(mechanism.name().to_string(), credential.to_kafka_string());
+            store.put(name, config).await?;
             println!(
-                "user {name}: {} credential stored in {}",
+                "user {name}: {} credential stored {}",
                 mechanism.name(),
-                dir.display()
+                store.place(name)
             );
         }
         UserCommand::List => {
-            for (name, credentials) in &users {
-                if let Some(line) = describe(name, credentials) {
+            for name in store.names().await? {
+                if let Some(line) = describe(&name, &store.config(&name).await?) {
                     println!("{line}");
                 }
             }
         }
         UserCommand::Delete { name, mechanism } => {
-            let removed = remove(users.get_mut(name), mechanism.as_deref())?;
-            if users.get(name).is_some_and(BTreeMap::is_empty) {
-                users.remove(name);
-            }
-            if !removed {
+            let mut config = store.config(name).await?;
+            if !remove(&mut config, mechanism.as_deref())? {
                 return Err(format!("no such user: {name}"));
             }
-            store::save_users_blocking(dir, &users).map_err(|e| e.to_string())?;
+            store.put(name, config).await?;
             println!("user {name}: deleted");
         }
     }
@@ -123,12 +210,9 @@ fn with_data_dir(dir: &Path, command: &UserCommand) -> Result<(), String> {
 
 /// Removes one mechanism's credential, or all of them; whether there was one.
 fn remove(
-    credentials: Option<&mut BTreeMap<String, String>>,
+    credentials: &mut BTreeMap<String, String>,
     mechanism: Option<&str>,
 ) -> Result<bool, String> {
-    let Some(credentials) = credentials else {
-        return Ok(false);
-    };
     Ok(match mechanism {
         Some(m) => credentials.remove(mechanism_of(m)?.name()).is_some(),
         None => {
@@ -137,74 +221,4 @@ fn remove(
             credentials.len() != before
         }
     })
-}
-
-async fn with_zookeeper(connect: &ZkConnect, command: &UserCommand) -> Result<(), String> {
-    let client = cluster::admin_client(connect)
-        .await
-        .map_err(|e| format!("ZooKeeper {}: {e}", connect.servers))?;
-    let user_config = |name: &str| {
-        let stored = EntityName::Named(name.to_string()).stored();
-        (
-            format!("{}/{stored}", znodes::USER_CONFIGS),
-            format!("users/{stored}"),
-        )
-    };
-    let read = |path: String| {
-        let client = &client;
-        async move {
-            match client.get_data(&path).await {
-                Ok((bytes, _)) => {
-                    znodes::decode::<znodes::EntityConfig>(&path, &bytes).map(|c| c.config)
-                }
-                Err(zookeeper_client::Error::NoNode) => Ok(BTreeMap::new()),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    };
-    match command {
-        UserCommand::Add {
-            name,
-            mechanism,
-            iterations,
-            ..
-        } => {
-            let mechanism = mechanism_of(mechanism)?;
-            let credential = new_credential(mechanism, *iterations)?;
-            let (path, entity) = user_config(name);
-            let mut config = read(path.clone()).await?;
-            config.insert(mechanism.name().to_string(), credential.to_kafka_string());
-            requests::write_entity_config(&client, &path, &entity, config).await?;
-            println!(
-                "user {name}: {} credential stored in ZooKeeper at {path}",
-                mechanism.name()
-            );
-        }
-        UserCommand::List => {
-            let mut names = client
-                .list_children(znodes::USER_CONFIGS)
-                .await
-                .map_err(|e| e.to_string())?;
-            names.sort();
-            for stored in names {
-                let Some(EntityName::Named(name)) = EntityName::from_stored(&stored) else {
-                    continue;
-                };
-                let config = read(format!("{}/{stored}", znodes::USER_CONFIGS)).await?;
-                if let Some(line) = describe(&name, &config) {
-                    println!("{line}");
-                }
-            }
-        }
-        UserCommand::Delete { name, mechanism } => {
-            let (path, entity) = user_config(name);
-            let mut config = read(path.clone()).await?;
-            if !remove(Some(&mut config), mechanism.as_deref())? {
-                return Err(format!("no such user: {name}"));
-            }
-            requests::write_entity_config(&client, &path, &entity, config).await?;
-            println!("user {name}: deleted");
-        }
-    }
-    Ok(())
 }
