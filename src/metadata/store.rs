@@ -135,14 +135,7 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
             }),
         );
     }
-    let broker_configs_path = broker_configs_path(data_dir);
-    let broker_configs: BrokerConfigsFile = match std::fs::read(&broker_configs_path) {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes).map_err(|e| bad_file(&broker_configs_path, e))?
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BrokerConfigsFile::default(),
-        Err(e) => return Err(e),
-    };
+    let broker_configs: BrokerConfigsFile = read_json_or_default(&broker_configs_path(data_dir))?;
     let mut dynamic = DynamicBrokerConfigs {
         cluster_default: broker_configs.cluster_default,
         ..DynamicBrokerConfigs::default()
@@ -258,11 +251,7 @@ fn client_quotas_path(data_dir: &Path) -> PathBuf {
 
 fn load_client_quotas(data_dir: &Path) -> std::io::Result<ClientQuotaConfigs> {
     let path = client_quotas_path(data_dir);
-    let entries: Vec<QuotaFileEntry> = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| bad_file(&path, e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
-    };
+    let entries: Vec<QuotaFileEntry> = read_json_or_default(&path)?;
     let part = |p: Option<String>| -> std::io::Result<Option<EntityName>> {
         p.map(|n| {
             EntityName::from_stored(&n).ok_or_else(|| bad_file(&path, format!("bad name {n:?}")))
@@ -294,11 +283,7 @@ pub async fn save_client_quotas(
             quotas: q.clone(),
         })
         .collect();
-    uring::write_atomically(
-        &client_quotas_path(data_dir),
-        serde_json::to_vec_pretty(&entries).expect("serialisable"),
-    )
-    .await
+    write_json(&client_quotas_path(data_dir), &entries).await
 }
 
 /// SCRAM users by name: mechanism name → Kafka's credential text (salted keys, never the
@@ -311,12 +296,7 @@ fn users_path(data_dir: &Path) -> PathBuf {
 
 /// The SCRAM users in `meta/users.json` (none when it is missing).
 pub fn load_users(data_dir: &Path) -> std::io::Result<ScramUsers> {
-    let path = users_path(data_dir);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| bad_file(&path, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ScramUsers::new()),
-        Err(e) => Err(e),
-    }
+    read_json_or_default(&users_path(data_dir))
 }
 
 /// Writes `meta/users.json` atomically (blocking: `ferrite user`, while no broker runs).
@@ -330,11 +310,7 @@ pub fn save_users_blocking(data_dir: &Path, users: &ScramUsers) -> std::io::Resu
 
 /// Writes `meta/users.json` (the broker, for AlterUserScramCredentials).
 pub async fn save_users(data_dir: &Path, users: &ScramUsers) -> std::io::Result<()> {
-    uring::write_atomically(
-        &users_path(data_dir),
-        serde_json::to_vec_pretty(users).expect("serialisable"),
-    )
-    .await
+    write_json(&users_path(data_dir), users).await
 }
 
 fn broker_configs_path(data_dir: &Path) -> PathBuf {
@@ -351,11 +327,7 @@ pub async fn save_broker_configs(
         cluster_default: configs.cluster_default.clone(),
         broker: configs.of(Some(node)).clone(),
     };
-    uring::write_atomically(
-        &broker_configs_path(data_dir),
-        serde_json::to_vec_pretty(&file).expect("serialisable"),
-    )
-    .await
+    write_json(&broker_configs_path(data_dir), &file).await
 }
 
 /// Records that producer ids below `reserved_below` may have been handed out.
@@ -368,9 +340,24 @@ pub async fn save_producer_reservation(
         cluster_id: cluster_id.to_string(),
         producer_ids_reserved_below: reserved_below,
     };
+    write_json(&meta_dir(data_dir).join("cluster.json"), &file).await
+}
+
+/// A `meta/` file's contents; the type's default when the file does not exist (nothing was
+/// ever written there).
+fn read_json_or_default<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> std::io::Result<T> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| bad_file(path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a `meta/` file atomically, through the controller shard's ring.
+async fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     uring::write_atomically(
-        &meta_dir(data_dir).join("cluster.json"),
-        serde_json::to_vec_pretty(&file).expect("serialisable"),
+        path,
+        serde_json::to_vec_pretty(value).expect("serialisable"),
     )
     .await
 }
