@@ -103,26 +103,11 @@ enum Store {
 }
 
 impl Store {
-    fn user_path(name: &str) -> (String, String) {
-        let stored = EntityName::Named(name.to_string()).stored();
-        (
-            format!("{}/{stored}", znodes::USER_CONFIGS),
-            format!("users/{stored}"),
-        )
-    }
-
     async fn config(&self, name: &str) -> Result<BTreeMap<String, String>, String> {
         match self {
             Store::DataDir { users, .. } => Ok(users.get(name).cloned().unwrap_or_default()),
             Store::ZooKeeper { client } => {
-                let (path, _) = Store::user_path(name);
-                match client.get_data(&path).await {
-                    Ok((bytes, _)) => {
-                        znodes::decode::<znodes::EntityConfig>(&path, &bytes).map(|c| c.config)
-                    }
-                    Err(zookeeper_client::Error::NoNode) => Ok(BTreeMap::new()),
-                    Err(e) => Err(e.to_string()),
-                }
+                requests::read_entity_config(client, &znodes::user_config_path(name).0).await
             }
         }
     }
@@ -138,7 +123,7 @@ impl Store {
                 store::save_users_blocking(dir, users).map_err(|e| e.to_string())
             }
             Store::ZooKeeper { client } => {
-                let (path, entity) = Store::user_path(name);
+                let (path, entity) = znodes::user_config_path(name);
                 requests::write_entity_config(client, &path, &entity, config).await
             }
         }
@@ -165,7 +150,9 @@ impl Store {
     fn place(&self, name: &str) -> String {
         match self {
             Store::DataDir { dir, .. } => format!("in {}", dir.display()),
-            Store::ZooKeeper { .. } => format!("in ZooKeeper at {}", Store::user_path(name).0),
+            Store::ZooKeeper { .. } => {
+                format!("in ZooKeeper at {}", znodes::user_config_path(name).0)
+            }
         }
     }
 }

@@ -174,14 +174,36 @@ pub async fn alter_client_quota(
     }
     // The znode may hold other configs of the entity (a user's SCRAM credentials): only its
     // quotas are replaced, as Kafka's `alterClientQuotas` edits the entity's properties.
-    let mut configs = match client.get_data(&path).await {
-        Ok((bytes, _)) => znodes::decode::<EntityConfig>(&path, &bytes)?.config,
-        Err(Error::NoNode) => BTreeMap::new(),
-        Err(e) => return Err(e.to_string()),
-    };
-    configs.retain(|k, _| !crate::metadata::client_quotas::is_quota_key(k));
-    configs.extend(quotas);
-    write_entity_config(client, &path, &entity_path, configs).await
+    let is_quota = crate::metadata::client_quotas::is_quota_key;
+    replace_own_keys(client, &path, &entity_path, is_quota, quotas).await
+}
+
+/// An entity's configs as its znode holds them; none when there is no znode.
+pub async fn read_entity_config(
+    client: &Client,
+    path: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    match client.get_data(path).await {
+        Ok((bytes, _)) => Ok(znodes::decode::<EntityConfig>(path, &bytes)?.config),
+        Err(Error::NoNode) => Ok(BTreeMap::new()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Replaces the keys of an entity's configs that `own` claims with `new`, keeping the others
+/// (what another tool keeps in the same znode: a user's quotas beside its credentials), and
+/// notifies.
+async fn replace_own_keys(
+    client: &Client,
+    path: &str,
+    entity_path: &str,
+    own: fn(&str) -> bool,
+    new: BTreeMap<String, String>,
+) -> Result<(), String> {
+    let mut configs = read_entity_config(client, path).await?;
+    configs.retain(|k, _| !own(k));
+    configs.extend(new);
+    write_entity_config(client, path, entity_path, configs).await
 }
 
 /// Writes a user's SCRAM credentials into `/config/users/<name>` (Kafka's
@@ -191,17 +213,9 @@ pub async fn alter_scram_user(
     user: &str,
     credentials: BTreeMap<String, String>,
 ) -> Result<(), String> {
-    use crate::metadata::client_quotas::EntityName;
-    let stored = EntityName::Named(user.to_string()).stored();
-    let path = format!("{}/{stored}", znodes::USER_CONFIGS);
-    let mut configs = match client.get_data(&path).await {
-        Ok((bytes, _)) => znodes::decode::<EntityConfig>(&path, &bytes)?.config,
-        Err(Error::NoNode) => BTreeMap::new(),
-        Err(e) => return Err(e.to_string()),
-    };
-    configs.retain(|k, _| crate::security::scram::Mechanism::from_name(k).is_none());
-    configs.extend(credentials);
-    write_entity_config(client, &path, &format!("users/{stored}"), configs).await
+    let (path, entity_path) = znodes::user_config_path(user);
+    let is_scram = |k: &str| crate::security::scram::Mechanism::from_name(k).is_some();
+    replace_own_keys(client, &path, &entity_path, is_scram, credentials).await
 }
 
 /// Writes `/config/brokers/<id>` (or `<default>` for `None`) and its notification, as Kafka's

@@ -99,6 +99,16 @@ pub fn quota_entity_path(entity: &crate::metadata::client_quotas::QuotaEntity) -
     }
 }
 
+/// A user's config znode, `/config/users/<name>` (the name percent-encoded), and its entity
+/// path for `/config/changes`.
+pub fn user_config_path(user: &str) -> (String, String) {
+    let stored = crate::metadata::client_quotas::EntityName::Named(user.to_string()).stored();
+    (
+        format!("{USER_CONFIGS}/{stored}"),
+        format!("users/{stored}"),
+    )
+}
+
 pub fn delete_topic_path(topic: &str) -> String {
     format!("{DELETE_TOPICS}/{topic}")
 }
