@@ -126,7 +126,7 @@ impl Request {
 /// Whether the client that sent `frame` has any client quota (the connection is then served
 /// one request at a time and muted when throttled).
 pub fn has_client_quota(shard: &Shard, frame: &[u8]) -> bool {
-    throttle::has_quota(shard, &protocol::peek_client_id(frame))
+    throttle::has_quota(shard, || protocol::peek_client_id(frame))
 }
 
 /// Decodes and serves one request frame, and counts it in the shard's metrics.

@@ -33,18 +33,20 @@ fn quota_of(shard: &Shard, req: &Request, kind: QuotaKind) -> Option<(QuotaKey, 
     )
 }
 
-/// Whether a client of this id has a quota of any kind.
-pub fn has_quota(shard: &Shard, client_id: &str) -> bool {
+/// Whether the client has a quota of any kind; its id is read (`client_id`) only once some
+/// quota is set, so connections pay nothing while there is none.
+pub fn has_quota(shard: &Shard, client_id: impl FnOnce() -> String) -> bool {
     let metadata = shard.metadata();
     if metadata.client_quotas.is_empty() {
         return false;
     }
+    let client_id = client_id();
     QuotaKind::ALL.into_iter().any(|kind| {
         client_quotas::quota_for(
             &metadata.client_quotas,
             config_key(kind),
             ANONYMOUS,
-            client_id,
+            &client_id,
         )
         .is_some()
     })

@@ -129,14 +129,18 @@ async fn read_requests(
         // time, then muted for its throttle time, so it cannot pipeline past its quota before
         // the first throttled response is out. Everyone else pipelines.
         let quota_applies = handlers::has_client_quota(shard, &frame);
-        let (done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
         let handled = handlers::handle(shard.clone(), frame, connection.clone());
-        let response = glommio::spawn_local(async move {
-            let response = handled.await;
-            let _ = done_tx.send(());
-            response
-        })
-        .detach();
+        let (response, done) = if quota_applies {
+            let (done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
+            let response = glommio::spawn_local(async move {
+                let response = handled.await;
+                let _ = done_tx.send(());
+                response
+            });
+            (response.detach(), Some(done_rx))
+        } else {
+            (glommio::spawn_local(handled).detach(), None)
+        };
         if tx
             .send(InFlight {
                 response,
@@ -147,8 +151,8 @@ async fn read_requests(
         {
             return "the writer closed the connection".into();
         }
-        if quota_applies {
-            let _ = done_rx.await;
+        if let Some(done) = done {
+            let _ = done.await;
             wait_unmuted(shard, &connection).await;
         }
     }
