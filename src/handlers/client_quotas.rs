@@ -162,10 +162,7 @@ pub async fn handle_alter(
     for entry in &body.entries {
         let outcome = match alteration(shard, entry) {
             Err(e) => Err(e),
-            Ok((entity, quotas)) if body.validate_only => {
-                let _ = (entity, quotas);
-                Ok(())
-            }
+            Ok(_) if body.validate_only => Ok(()),
             Ok((entity, quotas)) => on_controller(shard, move |s| async move {
                 controller::alter_client_quotas(&s, entity, quotas).await
             })
