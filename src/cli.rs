@@ -1,6 +1,9 @@
 //! The command line: `ferrite serve` and its flags, resolved over the tuning file.
 
-use crate::config::{online_cpus, BrokerConfig, ConfigError, TuningFile};
+use crate::config::{
+    online_cpus, BrokerConfig, ConfigError, ListenerSettings, Listeners, SecuritySettings,
+    TuningFile,
+};
 use clap::{ArgGroup, Parser, Subcommand};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -153,9 +156,10 @@ pub struct ServeArgs {
     /// Tuning file (default: tuning/default.toml when present).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9092")]
-    pub listen: String,
+    /// Address of the one PLAINTEXT listener (default 127.0.0.1:9092); Kafka's `listeners`
+    /// setting (`--set listeners=...`) replaces it.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
     /// Address given to clients in Metadata (default: the listen address).
     #[arg(long, value_name = "HOST:PORT")]
     pub advertised: Option<String>,
@@ -186,6 +190,9 @@ pub struct ServeArgs {
     pub settings: Vec<String>,
 }
 
+/// The one PLAINTEXT listener's address when neither `--listen` nor `listeners` is given.
+const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
+
 fn resolve_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     s.to_socket_addrs()
         .ok()
@@ -213,18 +220,36 @@ fn split_host_port(flag: &str, s: &str) -> Result<(String, u16), ConfigError> {
 }
 
 impl ServeArgs {
-    pub fn resolve(&self) -> Result<BrokerConfig, ConfigError> {
-        let default_file = Path::new("tuning/default.toml");
-        let tuning = match &self.config {
-            Some(path) => TuningFile::load(path)?,
-            None if default_file.exists() => TuningFile::load(default_file)?,
-            None => TuningFile::default(),
-        };
-        let listen = resolve_addr("--listen", &self.listen)?;
-        let (advertised_host, advertised_port) = match &self.advertised {
+    /// Kafka's `listeners` settings when given, else the one PLAINTEXT listener of `--listen`
+    /// and `--advertised` (both ways at once is refused: which one was meant is not clear).
+    fn listeners(&self, security: &SecuritySettings) -> Result<Listeners, ConfigError> {
+        if security.get("listeners").is_some() {
+            if let Some(flag) = [
+                ("--listen", &self.listen),
+                ("--advertised", &self.advertised),
+            ]
+            .iter()
+            .find_map(|(flag, v)| v.is_some().then_some(flag))
+            {
+                return Err(ConfigError::Field {
+                    field: flag.to_string(),
+                    message: "give either it or the listeners setting, not both".into(),
+                });
+            }
+            return Listeners::from_settings(&ListenerSettings {
+                listeners: security.get("listeners"),
+                advertised_listeners: security.get("advertised.listeners"),
+                protocol_map: security.get("listener.security.protocol.map"),
+                inter_broker_listener_name: security.get("inter.broker.listener.name"),
+                security_inter_broker_protocol: security.get("security.inter.broker.protocol"),
+            });
+        }
+        let listen = self.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let bind = resolve_addr("--listen", listen)?;
+        let (host, port) = match &self.advertised {
             Some(a) => split_host_port("--advertised", a)?,
             None => {
-                let (host, port) = split_host_port("--listen", &self.listen)?;
+                let (host, port) = split_host_port("--listen", listen)?;
                 let host = if host == "0.0.0.0" || host == "::" {
                     "127.0.0.1".to_string()
                 } else {
@@ -232,6 +257,16 @@ impl ServeArgs {
                 };
                 (host, port)
             }
+        };
+        Ok(Listeners::plaintext(bind, host, port))
+    }
+
+    pub fn resolve(&self) -> Result<BrokerConfig, ConfigError> {
+        let default_file = Path::new("tuning/default.toml");
+        let tuning = match &self.config {
+            Some(path) => TuningFile::load(path)?,
+            None if default_file.exists() => TuningFile::load(default_file)?,
+            None => TuningFile::default(),
         };
         let online = online_cpus();
         let candidates = match &tuning.cores {
@@ -273,6 +308,7 @@ impl ServeArgs {
             })?;
             broker.set(name.trim(), value.trim())?;
         }
+        let listeners = self.listeners(&broker.security)?;
         if self.node_id < 0 {
             return Err(ConfigError::Field {
                 field: "--node-id".into(),
@@ -286,11 +322,9 @@ impl ServeArgs {
             });
         }
         Ok(BrokerConfig {
-            listen,
+            listeners,
             control_core: tuning.control_core,
             router_queue_depth: tuning.router_queue_depth,
-            advertised_host,
-            advertised_port,
             data_dir: self.data_dir.clone(),
             shards: cores.iter().map(|&c| tuning.shard_for_cpu(c)).collect(),
             cores,

@@ -18,6 +18,7 @@ mod users;
 
 use clap::Parser;
 use cli::{Cli, Command, TuneMode};
+use security::listener::InterBrokerClient;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -115,8 +116,25 @@ fn main() -> ExitCode {
             };
             // Before anything is opened, created or registered: a second broker on this data
             // directory or address exits here, having changed nothing.
-            let claims = match server::claims::take(&config.data_dir, config.listen, config.metrics)
-            {
+            // Key stores, trust stores and mechanisms are read now: a listener that cannot
+            // start stops the broker before it claims or changes anything.
+            let listeners =
+                match security::listener::build_all(&config.listeners, &config.broker.security) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("ferrite: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
+            if config.zookeeper.is_some() {
+                let inter_broker = config.listeners.inter_broker();
+                if let Err(e) = InterBrokerClient::build(inter_broker, &config.broker.security) {
+                    eprintln!("ferrite: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            let binds: Vec<_> = config.listeners.list.iter().map(|l| l.bind).collect();
+            let claims = match server::claims::take(&config.data_dir, &binds, config.metrics) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(error = %e, "refusing to start");
@@ -136,8 +154,7 @@ fn main() -> ExitCode {
                     let options = cluster::ClusterOptions {
                         connect: connect.clone(),
                         node_id: config.node_id,
-                        host: config.advertised_host.clone(),
-                        port: config.advertised_port,
+                        listeners: config.listeners.clone(),
                         session_timeout: std::time::Duration::from_millis(
                             config.broker.zookeeper_session_timeout_ms,
                         ),
@@ -157,7 +174,7 @@ fn main() -> ExitCode {
                     }
                 }
             };
-            match server::serve(config, cluster, claims) {
+            match server::serve(config, listeners, cluster, claims) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "ferrite failed");

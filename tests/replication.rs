@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::cluster::{isr, leaders, metadata, start_cluster, wait_until, SESSION_MS};
+use common::cluster::{
+    isr, leaders, metadata, start_cluster, start_sasl_ssl_cluster, wait_until, SESSION_MS,
+};
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, python, records_on_disk, Broker};
 use std::time::{Duration, Instant};
@@ -63,7 +65,25 @@ fn replica_logs(brokers: &mut [Broker], topic: &str) -> Vec<Vec<(i64, String)>> 
 #[test]
 fn acks_all_survives_the_leaders_death_exactly_once_on_every_replica() {
     let zk = ZooKeeper::start();
-    let mut brokers = start_cluster(&zk, REPLICATION);
+    survives_the_leaders_death(start_cluster(&zk, REPLICATION));
+}
+
+/// The same with the brokers replicating over SASL_SSL (TLS, SCRAM-SHA-512 as user `broker`):
+/// a follower that could not log in would never rejoin the ISR.
+#[test]
+fn acks_all_survives_the_leaders_death_with_sasl_ssl_between_brokers() {
+    let zk = ZooKeeper::start();
+    let certs = common::tls::make();
+    let brokers = start_sasl_ssl_cluster(&zk, &certs, REPLICATION);
+    let (_, registered) = zk.cli(&["get", "/brokers/ids/1"]);
+    assert!(
+        registered.contains("\"SASL_SSL\":\"SASL_SSL\""),
+        "{registered}"
+    );
+    survives_the_leaders_death(brokers);
+}
+
+fn survives_the_leaders_death(mut brokers: Vec<Broker>) {
     create_replicated(&brokers[0], "durable");
     let old_leader = leader_of(&brokers[0], "durable");
     let dir = brokers[0].data_dir.parent().unwrap().to_path_buf();

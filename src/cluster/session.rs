@@ -38,8 +38,8 @@ const LEADERS_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ClusterOptions {
     pub connect: ZkConnect,
     pub node_id: i32,
-    pub host: String,
-    pub port: u16,
+    /// Registered in `/brokers/ids/<id>`.
+    pub listeners: crate::config::Listeners,
     pub session_timeout: Duration,
     pub shards: usize,
     /// `auto.leader.rebalance.enable` and `leader.imbalance.check.interval.seconds`.
@@ -174,7 +174,7 @@ impl ControlLoop {
     async fn register(&self, client: &Client) -> Result<(), Error> {
         let o = &self.options;
         let path = znodes::broker_path(o.node_id);
-        let data = znodes::encode(&BrokerRegistration::new(&o.host, o.port));
+        let data = znodes::encode(&BrokerRegistration::new(&o.listeners));
         let ephemeral = zk::ephemeral();
         let deadline = Instant::now() + o.session_timeout * 2;
         loop {

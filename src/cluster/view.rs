@@ -246,8 +246,7 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
         .iter()
         .map(|(&id, b)| BrokerInfo {
             node_id: id,
-            host: b.host.clone(),
-            port: b.port,
+            endpoints: b.broker_endpoints(),
             rack: b.rack.clone(),
         })
         .collect();

@@ -19,6 +19,8 @@
 //!   KIP-455); the controller moves them into the topic znodes and removes it;
 //! - `/cluster/id`, and `/latest_producer_id_block` for idempotent producer ids.
 
+use crate::config::{Listener, Listeners, SecurityProtocol};
+use crate::metadata::BrokerEndpoint;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -117,11 +119,13 @@ fn now_ms_string() -> String {
     ferrite_shards::types::now_ms().to_string()
 }
 
-/// `/brokers/ids/<id>`, version 5 as Kafka 2.x–3.x write it.
+/// `/brokers/ids/<id>`, version 5 as Kafka 2.x–3.x write it: every advertised listener in
+/// `endpoints` (`NAME://host:port`) with its protocol in `listener_security_protocol_map`, and
+/// `host`/`port` those of the first PLAINTEXT listener (null and -1 without one), for old readers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub version: i32,
-    pub host: String,
+    pub host: Option<String>,
     pub port: i32,
     pub endpoints: Vec<String>,
     pub listener_security_protocol_map: BTreeMap<String, String>,
@@ -132,20 +136,59 @@ pub struct BrokerRegistration {
 }
 
 impl BrokerRegistration {
-    pub fn new(host: &str, port: u16) -> BrokerRegistration {
+    pub fn new(listeners: &Listeners) -> BrokerRegistration {
+        let advertised: Vec<(&Listener, &str, u16)> = listeners
+            .list
+            .iter()
+            .filter_map(|l| l.advertised.as_ref().map(|(h, p)| (l, h.as_str(), *p)))
+            .collect();
+        let plaintext = advertised
+            .iter()
+            .find(|(l, _, _)| l.protocol == SecurityProtocol::Plaintext);
         BrokerRegistration {
             version: 5,
-            host: host.to_string(),
-            port: port as i32,
-            endpoints: vec![format!("PLAINTEXT://{host}:{port}")],
-            listener_security_protocol_map: BTreeMap::from([(
-                "PLAINTEXT".to_string(),
-                "PLAINTEXT".to_string(),
-            )]),
+            host: plaintext.map(|(_, host, _)| host.to_string()),
+            port: plaintext.map_or(-1, |(_, _, port)| *port as i32),
+            endpoints: advertised
+                .iter()
+                .map(|(l, host, port)| format_endpoint(&l.name, host, *port))
+                .collect(),
+            listener_security_protocol_map: advertised
+                .iter()
+                .map(|(l, _, _)| (l.name.clone(), l.protocol.name().to_string()))
+                .collect(),
             jmx_port: -1,
             timestamp: now_ms_string(),
             rack: None,
         }
+    }
+
+    /// The registered endpoints; entries that do not parse are left out.
+    pub fn broker_endpoints(&self) -> Vec<BrokerEndpoint> {
+        self.endpoints
+            .iter()
+            .filter_map(|e| {
+                let (listener, address) = e.split_once("://")?;
+                let (host, port) = address.rsplit_once(':')?;
+                Some(BrokerEndpoint {
+                    listener: listener.to_string(),
+                    host: host
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_string(),
+                    port: port.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// `NAME://host:port`, an IPv6 host in brackets (Kafka's `EndPoint.connectionString`).
+fn format_endpoint(listener: &str, host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("{listener}://[{host}]:{port}")
+    } else {
+        format!("{listener}://{host}:{port}")
     }
 }
 
@@ -397,7 +440,18 @@ mod tests {
     #[test]
     fn kafkas_own_znodes_decode() {
         let broker: BrokerRegistration = decode("b", br#"{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://kafka1:9092"],"jmx_port":-1,"port":9092,"host":"kafka1","version":5,"timestamp":"1700000000000"}"#).unwrap();
-        assert_eq!((broker.host.as_str(), broker.port), ("kafka1", 9092));
+        assert_eq!(
+            (broker.host.as_deref(), broker.port),
+            (Some("kafka1"), 9092)
+        );
+        assert_eq!(
+            broker.broker_endpoints(),
+            vec![BrokerEndpoint {
+                listener: "PLAINTEXT".into(),
+                host: "kafka1".into(),
+                port: 9092
+            }]
+        );
         let topic: TopicAssignment = decode("t", br#"{"partitions":{"1":[2,3,1],"0":[1,2,3]},"topic_id":"q2Oq0JwKQxqb2ESZCUU_zA","adding_replicas":{},"removing_replicas":{},"version":3}"#).unwrap();
         assert_eq!(
             topic.replicas(),
@@ -419,8 +473,31 @@ mod tests {
 
     #[test]
     fn what_ferrite_writes_reads_back() {
-        let b = BrokerRegistration::new("127.0.0.1", 19092);
+        let b = BrokerRegistration::new(&Listeners::plaintext(
+            "127.0.0.1:19092".parse().unwrap(),
+            "127.0.0.1".into(),
+            19092,
+        ));
         assert_eq!(decode::<BrokerRegistration>("b", &encode(&b)).unwrap(), b);
+        assert_eq!((b.host.as_deref(), b.port), (Some("127.0.0.1"), 19092));
+        let settings = crate::config::ListenerSettings {
+            listeners: Some("INTERNAL://127.0.0.1:19093,EXTERNAL://[::1]:19094"),
+            protocol_map: Some("INTERNAL:SASL_SSL,EXTERNAL:SSL"),
+            inter_broker_listener_name: Some("INTERNAL"),
+            ..Default::default()
+        };
+        let secure = BrokerRegistration::new(&Listeners::from_settings(&settings).unwrap());
+        assert_eq!((secure.host.as_deref(), secure.port), (None, -1));
+        assert_eq!(
+            secure.endpoints,
+            vec!["INTERNAL://127.0.0.1:19093", "EXTERNAL://[::1]:19094"]
+        );
+        assert_eq!(secure.listener_security_protocol_map["EXTERNAL"], "SSL");
+        let endpoints = secure.broker_endpoints();
+        assert_eq!(
+            (endpoints[1].host.as_str(), endpoints[1].port),
+            ("::1", 19094)
+        );
         let t = TopicAssignment::new("id".into(), &[vec![1, 2], vec![2, 3]]);
         assert_eq!(decode::<TopicAssignment>("t", &encode(&t)).unwrap(), t);
         assert!(decode::<PartitionState>("s", b"{").is_err());

@@ -1,5 +1,6 @@
 //! Broker-wide settings under Kafka's names, each with its default, bounds and meaning.
 
+use super::security::SecuritySettings;
 use super::ConfigError;
 use ferrite_shards::LogConfig;
 use std::collections::BTreeMap;
@@ -53,6 +54,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "producer",
         0,
         0,
+    ),
+    key(
+        "connection.failed.authentication.delay.ms",
+        "how long a failed SASL authentication waits before its answer and the close",
+        "100",
+        0,
+        I32_MAX,
     ),
     key(
         "connections.max.idle.ms",
@@ -323,6 +331,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         I32_MAX,
     ),
     key(
+        "sasl.server.max.receive.size",
+        "largest SASL token a client may send before it has authenticated",
+        "524288",
+        1,
+        I32_MAX,
+    ),
+    key(
         "socket.request.max.bytes",
         "largest request frame; larger ones close the connection",
         "104857600",
@@ -386,6 +401,8 @@ pub struct BrokerSettings {
     pub auto_leader_rebalance: bool,
     pub leader_imbalance_check_interval_seconds: u64,
     pub connections_max_idle_ms: i64,
+    pub failed_authentication_delay_ms: u64,
+    pub sasl_max_receive_bytes: usize,
     pub default_replication_factor: i16,
     pub delete_topic_enable: bool,
     pub fetch_zero_copy: bool,
@@ -411,6 +428,8 @@ pub struct BrokerSettings {
     pub zookeeper_session_timeout_ms: u64,
     /// Defaults for topic-level log settings.
     pub log: LogConfig,
+    /// Listeners, TLS and SASL, read when the broker starts.
+    pub security: SecuritySettings,
     /// log.retention.{ms, minutes, hours} as set (`None`: unset); the most precise one wins.
     retention_by_unit: [Option<i64>; 3],
     /// Names set explicitly (tuning file), reported as STATIC_BROKER_CONFIG.
@@ -425,6 +444,8 @@ impl Default for BrokerSettings {
             auto_leader_rebalance: true,
             leader_imbalance_check_interval_seconds: 300,
             connections_max_idle_ms: 600_000,
+            failed_authentication_delay_ms: 100,
+            sasl_max_receive_bytes: 524_288,
             default_replication_factor: 1,
             delete_topic_enable: true,
             fetch_zero_copy: true,
@@ -449,6 +470,7 @@ impl Default for BrokerSettings {
             replica_lag_time_max_ms: 30_000,
             zookeeper_session_timeout_ms: 18_000,
             log: LogConfig::default(),
+            security: SecuritySettings::default(),
             retention_by_unit: [None; 3],
             explicit: Vec::new(),
             values: BROKER_KEYS
@@ -477,7 +499,11 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
 impl BrokerSettings {
     /// Sets `name` (Kafka's name) to `value`, checking its bounds.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
-        self.apply(name, value)?;
+        if SecuritySettings::takes(name) {
+            self.security.set(name, value)?;
+        } else {
+            self.apply(name, value)?;
+        }
         if !self.explicit.iter().any(|n| n == name) {
             self.explicit.push(name.to_string());
         }
@@ -517,6 +543,10 @@ impl BrokerSettings {
                 self.leader_imbalance_check_interval_seconds = int()? as u64
             }
             "connections.max.idle.ms" => self.connections_max_idle_ms = int()?,
+            "connection.failed.authentication.delay.ms" => {
+                self.failed_authentication_delay_ms = int()? as u64
+            }
+            "sasl.server.max.receive.size" => self.sasl_max_receive_bytes = int()? as usize,
             "default.replication.factor" => self.default_replication_factor = int()? as i16,
             "delete.topic.enable" => self.delete_topic_enable = parse_bool(name, value)?,
             "compression.type" if value.trim() == "producer" => {}

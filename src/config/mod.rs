@@ -6,10 +6,14 @@
 //! back to the `log.*` ones.
 
 mod broker;
+mod listeners;
+mod security;
 mod tuning;
 mod zookeeper;
 
 pub use broker::{is_dynamic, BrokerSettings, BROKER_KEYS};
+pub use listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
+pub use security::SecuritySettings;
 pub use tuning::{ShardSettings, TuningFile};
 pub use zookeeper::ZkConnect;
 
@@ -29,10 +33,8 @@ pub enum ConfigError {
 /// What `ferrite serve` runs with.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
-    pub listen: SocketAddr,
-    /// Host and port clients are told to connect to (Metadata).
-    pub advertised_host: String,
-    pub advertised_port: u16,
+    /// Where clients connect, how each listener is secured, and what Metadata tells them.
+    pub listeners: Listeners,
     pub data_dir: PathBuf,
     /// CPUs that run a shard each, in shard order.
     pub cores: Vec<usize>,

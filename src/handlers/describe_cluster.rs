@@ -41,13 +41,12 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeClusterRequest) -> Res
     }
     let metadata = shard.metadata();
     let brokers: Vec<DescribeClusterBroker> = metadata
-        .brokers
-        .iter()
-        .map(|b| {
+        .brokers_on(&req.connection.listener.name)
+        .map(|(b, e)| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port)
+                .with_host(StrBytes::from_string(e.host.clone()))
+                .with_port(e.port)
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();

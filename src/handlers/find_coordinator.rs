@@ -4,7 +4,7 @@
 
 use super::{errors, Request, Response};
 use crate::groups::records::coordinator_partition;
-use crate::metadata::{BrokerInfo, ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
+use crate::metadata::{BrokerEndpoint, ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::Shard;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -46,7 +46,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
     }
     let metadata = shard.metadata();
     // Kafka's `getCoordinator`, per key.
-    let coordinator_of = |key: &str| -> Result<BrokerInfo, ErrorCode> {
+    let coordinator_of = |key: &str| -> Result<(i32, BrokerEndpoint), ErrorCode> {
         let node = match key_kind(req.version, body.key_type)? {
             KeyKind::Group if not_ready.iter().any(|k| k == key) => {
                 return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
@@ -61,7 +61,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
             .brokers
             .iter()
             .find(|b| b.node_id == node)
-            .cloned()
+            .and_then(|b| b.endpoint(&req.connection.listener.name))
+            .map(|e| (node, e.clone()))
             .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)
     };
     let refused = |code: ErrorCode, key: &str| {
@@ -79,10 +80,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
                 .map(|key| {
                     let c = Coordinator::default().with_key(key.clone());
                     match coordinator_of(key.as_str()) {
-                        Ok(b) => c
-                            .with_node_id(BrokerId(b.node_id))
-                            .with_host(StrBytes::from_string(b.host))
-                            .with_port(b.port),
+                        Ok((node, e)) => c
+                            .with_node_id(BrokerId(node))
+                            .with_host(StrBytes::from_string(e.host))
+                            .with_port(e.port),
                         Err(code) => {
                             refused(code, key.as_str());
                             c.with_error_code(code.code()).with_node_id(BrokerId(-1))
@@ -93,10 +94,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
         )
     } else {
         match coordinator_of(body.key.as_str()) {
-            Ok(b) => FindCoordinatorResponse::default()
-                .with_node_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host))
-                .with_port(b.port),
+            Ok((node, e)) => FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(node))
+                .with_host(StrBytes::from_string(e.host))
+                .with_port(e.port),
             Err(code) => {
                 refused(code, body.key.as_str());
                 FindCoordinatorResponse::default()

@@ -141,13 +141,12 @@ fn respond(
     }
     let metadata = shard.metadata();
     let brokers = metadata
-        .brokers
-        .iter()
-        .map(|b| {
+        .brokers_on(&req.connection.listener.name)
+        .map(|(b, e)| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port)
+                .with_host(StrBytes::from_string(e.host.clone()))
+                .with_port(e.port)
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();

@@ -39,6 +39,7 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod produce_checks;
+mod sasl;
 mod sync_group;
 mod throttle;
 mod user_scram_credentials;
@@ -47,12 +48,16 @@ use crate::protocol::errors::ErrorCode;
 use crate::protocol::versions::{supported, SUPPORTED};
 use crate::protocol::OutChunk;
 use crate::protocol::{self, legacy, PeekedHeader};
+use crate::security::listener::ListenerSecurity;
+use crate::security::principal::Principal;
+use crate::security::sasl::Exchange;
 use crate::shard::Shard;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What goes back on the connection.
@@ -65,6 +70,22 @@ pub enum Response {
     Nothing,
     /// Close the connection, for this reason.
     Close(String),
+    /// Send this frame, then close the connection (a failed authentication).
+    FrameThenClose(Bytes, String),
+}
+
+/// Where a connection stands with SASL.
+pub enum SaslState {
+    /// The listener has no SASL.
+    NotRequired,
+    /// A SASL listener before SaslHandshake.
+    AwaitingHandshake,
+    /// After SaslHandshake; v0 sends the tokens as raw frames.
+    Exchanging {
+        exchange: Exchange,
+        raw_tokens: bool,
+    },
+    Authenticated,
 }
 
 /// What the requests of one connection share.
@@ -74,14 +95,46 @@ pub struct ConnectionState {
     /// Until when the connection is not read (KIP-219: a throttled client is muted for its
     /// throttle time after its response).
     pub muted_until: Cell<Option<Instant>>,
+    /// The listener the connection came in on.
+    pub listener: Arc<ListenerSecurity>,
+    /// Who the connection is: `User:ANONYMOUS` until SASL or a client certificate says.
+    pub principal: RefCell<Principal>,
+    pub sasl: RefCell<SaslState>,
 }
 
 impl ConnectionState {
-    pub fn new(client_host: Rc<str>) -> ConnectionState {
+    pub fn new(client_host: Rc<str>, listener: Arc<ListenerSecurity>) -> ConnectionState {
+        let sasl = if listener.protocol.uses_sasl() {
+            SaslState::AwaitingHandshake
+        } else {
+            SaslState::NotRequired
+        };
         ConnectionState {
             client_host,
             muted_until: Cell::new(None),
+            listener,
+            principal: RefCell::new(Principal::anonymous()),
+            sasl: RefCell::new(sasl),
         }
+    }
+
+    /// Whether requests other than the SASL exchange may be served.
+    pub fn authenticated(&self) -> bool {
+        matches!(
+            &*self.sasl.borrow(),
+            SaslState::NotRequired | SaslState::Authenticated
+        )
+    }
+
+    /// Whether the next frame is a raw SASL token (after SaslHandshake v0), not a request.
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(
+            &*self.sasl.borrow(),
+            SaslState::Exchanging {
+                raw_tokens: true,
+                ..
+            }
+        )
     }
 }
 
@@ -123,10 +176,20 @@ impl Request {
     }
 }
 
-/// Whether the client that sent `frame` has any client quota (the connection is then served
-/// one request at a time and muted when throttled).
-pub fn has_client_quota(shard: &Shard, frame: &[u8]) -> bool {
-    throttle::has_quota(shard, || protocol::peek_client_id(frame))
+/// Whether the client that sent `frame` on `connection` has any client quota (the
+/// connection is then served one request at a time and muted when throttled).
+pub fn has_client_quota(shard: &Shard, connection: &ConnectionState, frame: &[u8]) -> bool {
+    let principal = connection.principal.borrow();
+    throttle::has_quota(shard, &principal.name, || protocol::peek_client_id(frame))
+}
+
+/// A raw SASL token (after SaslHandshake v0), answered with the next raw token.
+pub async fn handle_raw_sasl_token(
+    shard: Rc<Shard>,
+    token: Bytes,
+    connection: Rc<ConnectionState>,
+) -> Response {
+    sasl::raw_token(&shard, &connection, &token).await
 }
 
 /// Decodes and serves one request frame, and counts it in the shard's metrics.
@@ -136,7 +199,7 @@ pub async fn handle(shard: Rc<Shard>, frame: Bytes, connection: Rc<ConnectionSta
     // A refcount, not a copy: the client id is read only if the request is refused.
     let request_bytes = frame.clone();
     let response = dispatch(&shard, frame, peek, connection).await;
-    let refused = matches!(response, Response::Close(_));
+    let refused = matches!(response, Response::Close(_) | Response::FrameThenClose(..));
     if let Response::Close(reason) = &response {
         tracing::debug!(
             api = peek.map(|p| p.api_key),
@@ -223,6 +286,9 @@ async fn dispatch(
         client_id,
         body,
     } = decoded;
+    if let Some(refusal) = gate(&connection, api_key) {
+        return refusal;
+    }
     tracing::trace!(shard = %shard.id, ?api_key, version, correlation_id, "request");
     let req = Request {
         version,
@@ -260,6 +326,8 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::DeleteTopics(r) => delete_topics::handle(shard, req, r).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
+        RequestKind::SaslHandshake(r) => sasl::handle_handshake(shard, req, r),
+        RequestKind::SaslAuthenticate(r) => sasl::handle_authenticate(shard, req, r).await,
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, req, r),
         RequestKind::DeleteRecords(r) => delete_records::handle(shard, req, r).await,
         RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, req, r).await,
@@ -289,6 +357,25 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         }
         other => Response::Close(format!("{other:?} is decoded but has no handler")),
     }
+}
+
+/// Kafka's `SaslServerAuthenticator`: until a SASL listener's client has authenticated, only
+/// ApiVersions (before the handshake), SaslHandshake and SaslAuthenticate are served; any
+/// other request closes the connection.
+fn gate(connection: &ConnectionState, api_key: ApiKey) -> Option<Response> {
+    let allowed = match &*connection.sasl.borrow() {
+        SaslState::NotRequired | SaslState::Authenticated => true,
+        SaslState::AwaitingHandshake => {
+            matches!(api_key, ApiKey::ApiVersions | ApiKey::SaslHandshake)
+        }
+        SaslState::Exchanging { .. } => api_key == ApiKey::SaslAuthenticate,
+    };
+    (!allowed).then(|| {
+        Response::Close(format!(
+            "{api_key:?} on SASL listener {} before authentication",
+            connection.listener.name
+        ))
+    })
 }
 
 fn unsupported_version(api_key: ApiKey, peek: PeekedHeader, min: i16, max: i16) -> Response {

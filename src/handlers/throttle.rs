@@ -2,11 +2,11 @@
 //! metadata's client quotas, Kafka's order), its rate recorded (`shard::client_quotas`), and
 //! the throttle time put in the response and on the connection (muted for that long).
 //!
-//! Every connection's user is `ANONYMOUS` until SASL arrives (Kafka's unauthenticated
-//! principal), so user quotas apply through `user=ANONYMOUS` or the default user.
+//! A user quota applies to the connection's principal name: the SASL user, the (mapped)
+//! client certificate subject, or `ANONYMOUS` (Kafka's unauthenticated principal).
 
 use super::Request;
-use crate::metadata::client_quotas::{self, QuotaKey, ANONYMOUS};
+use crate::metadata::client_quotas::{self, QuotaKey};
 use crate::shard::client_quotas::QuotaKind;
 use crate::shard::Shard;
 use ferrite_shards::types::now_ms;
@@ -28,27 +28,22 @@ fn quota_of(shard: &Shard, req: &Request, kind: QuotaKind) -> Option<(QuotaKey, 
     client_quotas::quota_for(
         &metadata.client_quotas,
         config_key(kind),
-        ANONYMOUS,
+        &req.connection.principal.borrow().name,
         &req.client_id,
     )
 }
 
 /// Whether the client has a quota of any kind; its id is read (`client_id`) only once some
 /// quota is set, so connections pay nothing while there is none.
-pub fn has_quota(shard: &Shard, client_id: impl FnOnce() -> String) -> bool {
+pub fn has_quota(shard: &Shard, user: &str, client_id: impl FnOnce() -> String) -> bool {
     let metadata = shard.metadata();
     if metadata.client_quotas.is_empty() {
         return false;
     }
     let client_id = client_id();
     QuotaKind::ALL.into_iter().any(|kind| {
-        client_quotas::quota_for(
-            &metadata.client_quotas,
-            config_key(kind),
-            ANONYMOUS,
-            &client_id,
-        )
-        .is_some()
+        client_quotas::quota_for(&metadata.client_quotas, config_key(kind), user, &client_id)
+            .is_some()
     })
 }
 
@@ -108,7 +103,7 @@ pub fn mutation_payer(shard: &Shard, req: &Request, strict_from: i16) -> crate::
     let rate = client_quotas::quota_for(
         &metadata.client_quotas,
         client_quotas::CONTROLLER_MUTATION_RATE,
-        ANONYMOUS,
+        &req.connection.principal.borrow().name,
         &req.client_id,
     )
     .map(|(_, bound)| bound);

@@ -4,9 +4,6 @@
 
 use std::collections::BTreeMap;
 
-/// The principal of every connection until SASL arrives: Kafka's unauthenticated user.
-pub const ANONYMOUS: &str = "ANONYMOUS";
-
 /// One part of an entity: a name, or the default for every name of its type.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EntityName {

@@ -20,9 +20,38 @@ pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerInfo {
     pub node_id: i32,
+    /// Where the broker is reached, one address per advertised listener.
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+}
+
+/// A broker's advertised address on one listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    /// The listener's name, upper case (`PLAINTEXT`, `SASL_SSL`, `INTERNAL`).
+    pub listener: String,
     pub host: String,
     pub port: i32,
-    pub rack: Option<String>,
+}
+
+impl BrokerInfo {
+    /// The broker's address on `listener`; a broker without that listener is not reachable
+    /// through it, and Metadata on that listener leaves it out (as Kafka's metadata cache does).
+    pub fn endpoint(&self, listener: &str) -> Option<&BrokerEndpoint> {
+        self.endpoints.iter().find(|e| e.listener == listener)
+    }
+
+    /// The endpoints of a broker's advertised `listeners`.
+    pub fn endpoints_of(listeners: &crate::config::Listeners) -> Vec<BrokerEndpoint> {
+        listeners
+            .advertised()
+            .map(|(name, host, port)| BrokerEndpoint {
+                listener: name.to_string(),
+                host: host.to_string(),
+                port: port as i32,
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,6 +152,17 @@ pub struct ClusterMetadata {
 }
 
 impl ClusterMetadata {
+    /// The brokers reachable on `listener`, each with its address there; a client of one
+    /// listener is never sent to another's address (Kafka's metadata cache per listener).
+    pub fn brokers_on<'a>(
+        &'a self,
+        listener: &'a str,
+    ) -> impl Iterator<Item = (&'a BrokerInfo, &'a BrokerEndpoint)> + 'a {
+        self.brokers
+            .iter()
+            .filter_map(move |b| b.endpoint(listener).map(|e| (b, e)))
+    }
+
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
         self.topics.get(name)
     }

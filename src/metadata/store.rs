@@ -369,8 +369,11 @@ mod tests {
     fn node() -> BrokerInfo {
         BrokerInfo {
             node_id: 0,
-            host: "127.0.0.1".into(),
-            port: 9092,
+            endpoints: vec![crate::metadata::BrokerEndpoint {
+                listener: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+            }],
             rack: None,
         }
     }

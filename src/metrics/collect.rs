@@ -82,6 +82,12 @@ fn connections(e: &mut Exposition, shard: &Shard, id: &str) {
         st.connections_accepted.get(),
     );
     e.counter(
+        "ferrite_tls_handshakes_failed_total",
+        "TLS handshakes that failed or timed out on the shard's TLS listeners.",
+        s,
+        st.tls_handshakes_failed.get(),
+    );
+    e.counter(
         "ferrite_network_received_bytes_total",
         "Request bytes read from clients, frame sizes included.",
         s,

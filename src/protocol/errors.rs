@@ -31,6 +31,9 @@ impl ErrorCode {
     pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode::of(ResponseError::ElectionNotNeeded);
     pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedSaslMechanism);
+    pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode::of(ResponseError::IllegalSaslState);
+    pub const SASL_AUTHENTICATION_FAILED: ErrorCode =
+        ErrorCode::of(ResponseError::SaslAuthenticationFailed);
     pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode::of(ResponseError::ResourceNotFound);
     pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode::of(ResponseError::DuplicateResource);
     pub const UNACCEPTABLE_CREDENTIAL: ErrorCode =

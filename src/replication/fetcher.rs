@@ -8,6 +8,7 @@
 
 use super::peer::Peer;
 use crate::protocol::errors::ErrorCode;
+use crate::security::listener::InterBrokerClient;
 use crate::shard::Shard;
 use ferrite_shards::partition::Partition;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -78,7 +79,7 @@ fn topic_name(t: &str) -> TopicName {
     TopicName(StrBytes::from_string(t.to_string()))
 }
 
-pub async fn run(shard: Rc<Shard>, f: Rc<Fetcher>) {
+pub async fn run(shard: Rc<Shard>, f: Rc<Fetcher>, client: Rc<InterBrokerClient>) {
     let node = shard.config.node_id;
     let mut peer: Option<Peer> = None;
     while !f.stopped.get() && !shard.is_shutting_down() {
@@ -88,13 +89,14 @@ pub async fn run(shard: Rc<Shard>, f: Rc<Fetcher>) {
             .brokers
             .iter()
             .find(|b| b.node_id == f.leader)
-            .map(|b| format!("{}:{}", b.host, b.port));
+            .and_then(|b| b.endpoint(&client.listener))
+            .map(|e| (e.host.clone(), e.port));
         let (false, Some(addr)) = (parts.is_empty(), addr) else {
             glommio::timer::sleep(BACKOFF).await;
             continue;
         };
         if peer.is_none() {
-            match Peer::connect(&addr, node, CONNECT_TIMEOUT).await {
+            match Peer::connect(&addr, node, &client, CONNECT_TIMEOUT).await {
                 Ok(p) => peer = Some(p),
                 Err(e) => {
                     tracing::debug!(leader = f.leader, error = %e, "cannot reach the leader");

@@ -12,6 +12,7 @@ mod fetcher;
 mod peer;
 
 use crate::cluster::Request;
+use crate::security::listener::InterBrokerClient;
 use crate::shard::Shard;
 use fetcher::Fetcher;
 use std::collections::HashMap;
@@ -24,10 +25,14 @@ pub fn start(shard: &Rc<Shard>) {
     if shard.cluster.is_none() {
         return;
     }
-    glommio::spawn_local(manage(shard.clone())).detach();
+    let config = &shard.config;
+    // Checked before the broker started (main), so it builds here too.
+    let client = InterBrokerClient::build(config.listeners.inter_broker(), &config.broker.security)
+        .expect("the inter-broker listener was checked at start-up");
+    glommio::spawn_local(manage(shard.clone(), Rc::new(client))).detach();
 }
 
-async fn manage(shard: Rc<Shard>) {
+async fn manage(shard: Rc<Shard>, client: Rc<InterBrokerClient>) {
     let mut fetchers: HashMap<i32, Rc<Fetcher>> = HashMap::new();
     let mut isr_asked: HashMap<(String, i32), (Vec<i32>, std::time::Instant)> = HashMap::new();
     while !shard.is_shutting_down() {
@@ -48,7 +53,8 @@ async fn manage(shard: Rc<Shard>) {
         for (leader, parts) in wanted {
             let f = fetchers.entry(leader).or_insert_with(|| {
                 let f = Rc::new(Fetcher::new(leader));
-                glommio::spawn_local(fetcher::run(shard.clone(), f.clone())).detach();
+                glommio::spawn_local(fetcher::run(shard.clone(), f.clone(), client.clone()))
+                    .detach();
                 f
             });
             *f.partitions.borrow_mut() = parts;

@@ -1,3 +1,8 @@
-//! Security: SCRAM credentials today; SASL and ACLs build on them (issue 15).
+//! Security: who a connection is and what it may do. SCRAM credentials, the SASL exchanges
+//! that check them, TLS, principals, and each listener's security as the broker starts it.
 
+pub mod listener;
+pub mod principal;
+pub mod sasl;
 pub mod scram;
+pub mod tls;

@@ -14,7 +14,7 @@ pub const MIN_ITERATIONS: u32 = 4096;
 /// Kafka's maximum.
 pub const MAX_ITERATIONS: u32 = 16384;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Mechanism {
     Sha256,
     Sha512,
@@ -119,6 +119,25 @@ impl Credential {
         }
     }
 
+    /// The server's check of a client's proof (RFC 5802 §3): ClientKey = ClientProof XOR
+    /// HMAC(StoredKey, AuthMessage), and H(ClientKey) must be StoredKey. Gives the server
+    /// signature, HMAC(ServerKey, AuthMessage), when the proof holds.
+    pub fn verify_proof(
+        &self,
+        mechanism: Mechanism,
+        auth_message: &[u8],
+        proof: &[u8],
+    ) -> Option<Vec<u8>> {
+        let signature = mechanism.hmac(&self.stored_key, auth_message);
+        let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
+        let holds = proof.len() == signature.len()
+            && crate::security::sasl::constant_time_eq(
+                &mechanism.hash(&client_key),
+                &self.stored_key,
+            );
+        holds.then(|| mechanism.hmac(&self.server_key, auth_message))
+    }
+
     /// Kafka's text form (`ScramCredentialUtils.credentialToString`).
     pub fn to_kafka_string(&self) -> String {
         format!(
@@ -162,6 +181,28 @@ impl Credential {
     }
 }
 
+/// The client's side of RFC 5802 §3: its proof for `auth_message`, and the server signature
+/// it must then receive (this broker as a client of another, and the tests).
+pub fn client_proof(
+    mechanism: Mechanism,
+    password: &str,
+    salt: &[u8],
+    iterations: u32,
+    auth_message: &[u8],
+) -> (Vec<u8>, Vec<u8>) {
+    let salted = mechanism.salted_password(password.as_bytes(), salt, iterations);
+    let client_key = mechanism.hmac(&salted, b"Client Key");
+    let stored_key = mechanism.hash(&client_key);
+    let signature = mechanism.hmac(&stored_key, auth_message);
+    let proof = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(k, s)| k ^ s)
+        .collect();
+    let server_key = mechanism.hmac(&salted, b"Server Key");
+    (proof, mechanism.hmac(&server_key, auth_message))
+}
+
 /// `n` random bytes from the kernel (salts).
 pub fn random_bytes(n: usize) -> Vec<u8> {
     let mut out = vec![0u8; n];
@@ -183,16 +224,6 @@ pub fn random_bytes(n: usize) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    /// The server's check of a client's proof (RFC 5802 §3), as the SASL exchange will make
-    /// it: ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage), and H(ClientKey) must be
-    /// StoredKey; then the server signature is HMAC(ServerKey, AuthMessage).
-    fn verify(c: &Credential, m: Mechanism, auth_message: &[u8], proof: &[u8]) -> Option<Vec<u8>> {
-        let signature = m.hmac(&c.stored_key, auth_message);
-        let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
-        (proof.len() == signature.len() && m.hash(&client_key) == c.stored_key)
-            .then(|| m.hmac(&c.server_key, auth_message))
-    }
-
     /// RFC 7677 §3's SCRAM-SHA-256 exchange: user "user", password "pencil".
     #[test]
     fn the_rfc_7677_exchange_verifies_with_the_stored_credential() {
@@ -204,26 +235,27 @@ c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";
         let proof = BASE64
             .decode("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
             .unwrap();
-        let server_signature = verify(
-            &credential,
+        let server_signature = credential
+            .verify_proof(Mechanism::Sha256, auth_message.as_bytes(), &proof)
+            .expect("the RFC's proof verifies");
+        let (client_side_proof, expected) = client_proof(
             Mechanism::Sha256,
+            "pencil",
+            &salt,
+            4096,
             auth_message.as_bytes(),
-            &proof,
-        )
-        .expect("the RFC's proof verifies");
+        );
+        assert_eq!(client_side_proof, proof);
+        assert_eq!(expected, server_signature);
         assert_eq!(
             BASE64.encode(server_signature),
             "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
         );
         let mut wrong = proof.clone();
         wrong[0] ^= 1;
-        assert!(verify(
-            &credential,
-            Mechanism::Sha256,
-            auth_message.as_bytes(),
-            &wrong
-        )
-        .is_none());
+        assert!(credential
+            .verify_proof(Mechanism::Sha256, auth_message.as_bytes(), &wrong)
+            .is_none());
     }
 
     #[test]

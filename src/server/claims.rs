@@ -60,25 +60,28 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClaimError {
 /// Everything claimed, held until the process exits.
 pub struct Claims {
     _data_dir: File,
-    _listen: Option<UnixDatagram>,
+    _listen: Vec<UnixDatagram>,
     /// The metrics endpoint's listener, for shard 0 to serve.
     pub metrics: Option<TcpListener>,
 }
 
-/// Claims the data directory, the Kafka address and the metrics address. A missing data
+/// Claims the data directory, every listener's address and the metrics address. A missing data
 /// directory is created (as Kafka does), but only once both addresses are claimed, so a refused
 /// start leaves nothing behind; an existing one is locked first, so a second broker on it is
 /// told so at once.
 pub fn take(
     data_dir: &Path,
-    listen: SocketAddr,
+    listen: &[SocketAddr],
     metrics: Option<SocketAddr>,
 ) -> Result<Claims, ClaimError> {
     let existing = data_dir
         .is_dir()
         .then(|| lock_data_dir(data_dir))
         .transpose()?;
-    let listen_claim = claim_listen_address(listen)?;
+    let mut listen_claims = Vec::with_capacity(listen.len());
+    for &addr in listen {
+        listen_claims.extend(claim_listen_address(addr)?);
+    }
     let metrics = metrics.map(bind_metrics).transpose()?;
     let lock = match existing {
         Some(lock) => lock,
@@ -86,7 +89,7 @@ pub fn take(
     };
     Ok(Claims {
         _data_dir: lock,
-        _listen: listen_claim,
+        _listen: listen_claims,
         metrics,
     })
 }

@@ -5,20 +5,29 @@
 //! memory in check: the shard's budget of request bytes read but not yet answered (the reader
 //! waits for room before reading a body), and the number of requests one connection may have
 //! in flight (`connection_inflight_max`; beyond it the reader stops reading).
+//!
+//! On a TLS listener the handshake comes first (bounded in time; a client that does not speak
+//! TLS is dropped); a client certificate names the principal. On a SASL listener requests are
+//! taken one at a time, frames bounded by `sasl.server.max.receive.size`, until the client
+//! has authenticated (`handlers::sasl`).
 
 use super::frame::{FrameError, FrameReader};
 use super::send::ConnectionWriter;
 use crate::config::ShardSettings;
 use crate::handlers::{self, ConnectionState, Response};
 use crate::protocol::OutChunk;
+use crate::security::listener::ListenerSecurity;
+use crate::security::principal::{self, Principal};
 use crate::shard::Shard;
 use ferrite_shards::sync::FifoGate;
 use ferrite_shards::uring::socket::SocketFd;
+use futures::future::Either;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::TcpStream;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Request bytes held against the shard's budget until the response is sent.
@@ -38,8 +47,16 @@ struct InFlight {
     _budget: Budget,
 }
 
-/// Serves one connection from `peer` (its address, when the kernel gave it).
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: Option<SocketAddr>) {
+/// How long a client has to finish the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves one connection from `peer` (its address, when the kernel gave it) on `listener`.
+pub async fn serve(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    peer: Option<SocketAddr>,
+    listener: Arc<ListenerSecurity>,
+) {
     let client_host: Rc<str> = match peer {
         Some(a) => Rc::from(format!("/{}", a.ip())),
         None => Rc::from("/unknown"),
@@ -55,16 +72,59 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: Option<SocketAddr>
             return;
         }
     };
+    let connection = Rc::new(ConnectionState::new(client_host, listener.clone()));
+    let Some(acceptor) = &listener.tls else {
+        let writer = ConnectionWriter::new(fd, shard.config.broker.fetch_zero_copy);
+        run(&shard, stream, writer, connection, &settings, peer).await;
+        return;
+    };
+    let handshake = glommio::timer::timeout(TLS_HANDSHAKE_TIMEOUT, async {
+        acceptor
+            .accept(stream)
+            .await
+            .map_err(glommio::GlommioError::IoError)
+    });
+    let tls = match handshake.await {
+        Ok(tls) => tls,
+        Err(e) => {
+            let failed = &shard.stats.tls_handshakes_failed;
+            failed.set(failed.get() + 1);
+            tracing::info!(%peer, listener = %listener.name, error = %e, "TLS handshake failed");
+            return;
+        }
+    };
+    if let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+        let mapped =
+            principal::subject_dn(cert).and_then(|dn| listener.principal_mapper.map(&dn).ok_or(dn));
+        match mapped {
+            Ok(name) => {
+                let principal = Principal::user(name);
+                tracing::debug!(%principal, "client certificate");
+                *connection.principal.borrow_mut() = principal;
+            }
+            Err(dn) => {
+                tracing::info!(%peer, %dn, "no ssl.principal.mapping.rules rule matches the client certificate");
+                return;
+            }
+        }
+    }
+    let (reader, writer) = futures::AsyncReadExt::split(tls);
+    let writer = ConnectionWriter::tls(fd, writer);
+    run(&shard, reader, writer, connection, &settings, peer).await;
+}
+
+/// Reads requests from `reader` and writes their responses with `writer` until either ends.
+async fn run<R: futures::AsyncRead + Unpin>(
+    shard: &Rc<Shard>,
+    reader: R,
+    writer: ConnectionWriter,
+    connection: Rc<ConnectionState>,
+    settings: &ShardSettings,
+    peer: String,
+) {
     let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
-    let writer = ConnectionWriter::new(fd.clone(), shard.config.broker.fetch_zero_copy);
     let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
-    let why = read_requests(
-        &shard,
-        stream,
-        tx,
-        Rc::new(ConnectionState::new(client_host)),
-    )
-    .await;
+    let why = read_requests(shard, reader, tx, connection).await;
     tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
     write_task.await;
 }
@@ -95,9 +155,9 @@ fn set_buffer_sizes(stream: &TcpStream, settings: &ShardSettings) {
     }
 }
 
-async fn read_requests(
+async fn read_requests<R: futures::AsyncRead + Unpin>(
     shard: &Rc<Shard>,
-    mut stream: TcpStream,
+    mut stream: R,
     tx: LocalSender<InFlight>,
     connection: Rc<ConnectionState>,
 ) -> String {
@@ -108,6 +168,14 @@ async fn read_requests(
         if shard.is_shutting_down() {
             return "broker shutting down".into();
         }
+        // Before authentication a frame is a SASL request or token: Kafka bounds those by
+        // sasl.server.max.receive.size, far below socket.request.max.bytes.
+        let authenticated = connection.authenticated();
+        frames.set_max_frame_bytes(if authenticated {
+            broker.socket_request_max_bytes
+        } else {
+            broker.sasl_max_receive_bytes
+        });
         let size = match next_size(shard, &mut frames, &mut stream, idle).await {
             Ok(size) => size,
             Err(e) => return e.to_string(),
@@ -128,9 +196,20 @@ async fn read_requests(
         // A client with a quota is served as Kafka serves every connection: one request at a
         // time, then muted for its throttle time, so it cannot pipeline past its quota before
         // the first throttled response is out. Everyone else pipelines.
-        let quota_applies = handlers::has_client_quota(shard, &frame);
-        let handled = handlers::handle(shard.clone(), frame, connection.clone());
-        let (response, done) = if quota_applies {
+        // Until it has authenticated, a client is served one request at a time too: each step
+        // of the exchange decides what the next frame may be.
+        let one_at_a_time =
+            !authenticated || handlers::has_client_quota(shard, &connection, &frame);
+        let handled = if connection.expects_raw_token() {
+            Either::Left(handlers::handle_raw_sasl_token(
+                shard.clone(),
+                frame,
+                connection.clone(),
+            ))
+        } else {
+            Either::Right(handlers::handle(shard.clone(), frame, connection.clone()))
+        };
+        let (response, done) = if one_at_a_time {
             let (done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
             let response = glommio::spawn_local(async move {
                 let response = handled.await;
@@ -176,10 +255,10 @@ async fn wait_unmuted(shard: &Shard, connection: &ConnectionState) {
 }
 
 /// The next frame's size; also returns when the connection idles too long or the broker stops.
-async fn next_size(
+async fn next_size<R: futures::AsyncRead + Unpin>(
     shard: &Shard,
     frames: &mut FrameReader,
-    stream: &mut TcpStream,
+    stream: &mut R,
     idle: Duration,
 ) -> Result<usize, FrameError> {
     let seen = shard.shutdown_started.generation();
@@ -205,6 +284,13 @@ async fn write_responses(
             Some(Response::Chunks(c)) => c,
             Some(Response::Nothing) => continue,
             Some(Response::Close(reason)) => {
+                tracing::info!(shard = %shard.id, %peer, %reason, "closing connection");
+                break;
+            }
+            Some(Response::FrameThenClose(frame, reason)) => {
+                if let Err(e) = writer.send(vec![OutChunk::Bytes(frame)]).await {
+                    tracing::debug!(shard = %shard.id, %peer, error = %e, "sending a response failed");
+                }
                 tracing::info!(shard = %shard.id, %peer, %reason, "closing connection");
                 break;
             }

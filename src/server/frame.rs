@@ -38,6 +38,11 @@ impl FrameReader {
         }
     }
 
+    /// The largest frame accepted from now on.
+    pub fn set_max_frame_bytes(&mut self, max: usize) {
+        self.max_frame_bytes = max;
+    }
+
     /// Reads until at least `want` bytes are buffered.
     async fn fill<R: futures::AsyncRead + Unpin>(
         &mut self,

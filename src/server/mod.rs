@@ -18,6 +18,7 @@ use crate::config::BrokerConfig;
 use crate::controller::Controller;
 use crate::groups::Coordinator;
 use crate::metadata::{store, BrokerInfo, ClusterMetadata};
+use crate::security::listener::ListenerSecurity;
 use crate::shard::capacity::{self, Capacity, ConnectionSlot};
 use crate::shard::client_quotas::ClientQuotaSensors;
 use crate::shard::Shard;
@@ -44,6 +45,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// (the data directory, the addresses) are held until it returns.
 pub fn serve(
     config: BrokerConfig,
+    listeners: Vec<Arc<ListenerSecurity>>,
     cluster: Option<cluster::Started>,
     mut claims: claims::Claims,
 ) -> anyhow::Result<()> {
@@ -54,8 +56,7 @@ pub fn serve(
         None => {
             let node = BrokerInfo {
                 node_id: config.node_id,
-                host: config.advertised_host.clone(),
-                port: config.advertised_port as i32,
+                endpoints: BrokerInfo::endpoints_of(&config.listeners),
                 rack: None,
             };
             let loaded = store::load(&config.data_dir, &node, shard_count)?;
@@ -85,6 +86,7 @@ pub fn serve(
     }
     let client_quotas = Arc::new(ClientQuotaSensors::default());
     let config = Arc::new(config);
+    let listeners = Arc::new(listeners);
     let started = Instant::now();
     let endpoints = router::mesh::<Shard>(shard_count, config.router_queue_depth);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -99,6 +101,7 @@ pub fn serve(
         let metadata = metadata.clone();
         let capacity = capacity.clone();
         let client_quotas = client_quotas.clone();
+        let listeners = listeners.clone();
         let ready = ready_tx.clone();
         let stopping = stopping.clone();
         // Shard 0 serves the metrics endpoint on the listener claimed for it.
@@ -122,6 +125,7 @@ pub fn serve(
                     capacity,
                     client_quotas,
                     metrics_listener,
+                    listeners,
                 };
                 run_shard(start, ready, stop_rx, stopping).await;
             })
@@ -143,9 +147,20 @@ pub fn serve(
     }
     if failure.is_none() {
         let topics = metadata.topics.len();
+        let listening: Vec<String> = config
+            .listeners
+            .list
+            .iter()
+            .map(|l| format!("{}://{} ({})", l.name, l.bind, l.protocol.name()))
+            .collect();
+        let advertised: Vec<String> = config
+            .listeners
+            .advertised()
+            .map(|(name, host, port)| format!("{name}://{host}:{port}"))
+            .collect();
         tracing::info!(
-            listen = %config.listen,
-            advertised = %format!("{}:{}", config.advertised_host, config.advertised_port),
+            listen = %listening.join(","),
+            advertised = %advertised.join(","),
             shards = shard_count,
             cores = ?config.cores,
             topics,
@@ -183,6 +198,7 @@ struct ShardStart {
     capacity: Arc<Capacity>,
     client_quotas: Arc<ClientQuotaSensors>,
     metrics_listener: Option<std::net::TcpListener>,
+    listeners: Arc<Vec<Arc<ListenerSecurity>>>,
 }
 
 /// A shard's part in ZooKeeper mode.
@@ -206,6 +222,7 @@ async fn run_shard(
         capacity,
         client_quotas,
         metrics_listener,
+        listeners,
     } = start;
     let id = endpoints.shard();
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
@@ -242,19 +259,27 @@ async fn run_shard(
     stopping
         .arrive_and_wait(&stopping.started, Instant::now() + START_BARRIER_TIMEOUT)
         .await;
-    let listener = match claims::shard_listener(config.listen) {
-        // SAFETY: the descriptor is a bound, listening socket we own.
-        Ok(l) => unsafe { TcpListener::from_raw_fd(l.into_raw_fd()) },
-        Err(e) => {
-            let _ = ready.send(Err(format!(
-                "shard {id}: listening on {}: {e}",
-                config.listen
-            )));
-            shard.close_partitions().await;
-            return;
+    let mut bound = Vec::with_capacity(listeners.len());
+    for security in listeners.iter() {
+        match claims::shard_listener(security.bind) {
+            // SAFETY: the descriptor is a bound, listening socket we own.
+            Ok(l) => bound.push((
+                unsafe { TcpListener::from_raw_fd(l.into_raw_fd()) },
+                security,
+            )),
+            Err(e) => {
+                let _ = ready.send(Err(format!(
+                    "shard {id}: listener {} on {}: {e}",
+                    security.name, security.bind
+                )));
+                shard.close_partitions().await;
+                return;
+            }
         }
-    };
-    glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
+    }
+    for (listener, security) in bound {
+        glommio::spawn_local(accept_loop(shard.clone(), listener, security.clone())).detach();
+    }
     crate::shard::maintenance::start(&shard);
     crate::replication::start(&shard);
     if let Some(views) = cluster.views {
@@ -396,8 +421,9 @@ async fn connection_slot(shard: &Shard) -> Option<ConnectionSlot> {
     }
 }
 
-async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
-    while let Some(stream) = accept_until_shutdown(&shard, &listener, "Kafka listener").await {
+async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<ListenerSecurity>) {
+    let what = format!("listener {}", security.name);
+    while let Some(stream) = accept_until_shutdown(&shard, &listener, &what).await {
         let Some(slot) = connection_slot(&shard).await else {
             return;
         };
@@ -412,9 +438,10 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
             Some(addr) => tracing::info_span!("conn", peer = %addr),
             None => tracing::info_span!("conn", peer = "?"),
         };
+        let security = security.clone();
         glommio::spawn_local(tracing::Instrument::instrument(
             async move {
-                connection::serve(shard.clone(), stream, peer).await;
+                connection::serve(shard.clone(), stream, peer, security).await;
                 drop(slot);
                 let open = &shard.stats.connections_open;
                 open.set(open.get() - 1);

@@ -2,19 +2,26 @@
 //!
 //! Memory pieces go out together in one vectored send. A file range goes out by splice from
 //! the page cache (zero copy) or, with `fetch.zero.copy.enable=false`, is read into memory and
-//! sent — the copying path, kept to measure against.
+//! sent — the copying path, kept to measure against. Over TLS every byte is encrypted in
+//! user space (this kernel has no kTLS), so file ranges are always read into memory first.
 
 use crate::protocol::OutChunk;
 use ferrite_shards::log::Chunk;
 use ferrite_shards::uring::socket::{self, Pipe, SocketFd};
 use ferrite_shards::uring::WriteChunk;
+use futures::AsyncWriteExt;
+use glommio::net::TcpStream;
 use std::io;
+
+/// The write half of a TLS connection (the reader holds the other half).
+pub type TlsWriteHalf = futures::io::WriteHalf<futures_rustls::server::TlsStream<TcpStream>>;
 
 /// Sends for one connection; owns its socket descriptor and splice pipe.
 pub struct ConnectionWriter {
     fd: SocketFd,
     pipe: Option<Pipe>,
     zero_copy: bool,
+    tls: Option<TlsWriteHalf>,
     pub bytes_sent: u64,
 }
 
@@ -24,6 +31,18 @@ impl ConnectionWriter {
             fd,
             pipe: None,
             zero_copy,
+            tls: None,
+            bytes_sent: 0,
+        }
+    }
+
+    /// A writer that encrypts through `tls`; `fd` is still the socket (to shut it down).
+    pub fn tls(fd: SocketFd, tls: TlsWriteHalf) -> ConnectionWriter {
+        ConnectionWriter {
+            fd,
+            pipe: None,
+            zero_copy: false,
+            tls: Some(tls),
             bytes_sent: 0,
         }
     }
@@ -81,6 +100,19 @@ impl ConnectionWriter {
             .iter()
             .map(|c| c.as_slice().len() as u64)
             .sum::<u64>();
-        socket::send_all(&self.fd, chunks).await
+        match &mut self.tls {
+            None => socket::send_all(&self.fd, chunks).await,
+            Some(tls) => {
+                // One plaintext buffer, so TLS records are full-sized rather than one per
+                // small piece; encrypting copies every byte anyway.
+                let mut plain =
+                    Vec::with_capacity(chunks.iter().map(|c| c.as_slice().len()).sum::<usize>());
+                for chunk in &chunks {
+                    plain.extend_from_slice(chunk.as_slice());
+                }
+                tls.write_all(&plain).await?;
+                tls.flush().await
+            }
+        }
     }
 }

@@ -19,6 +19,9 @@ pub struct ShardStats {
     pub connections_open: Cell<u64>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// TLS handshakes that failed or timed out (a plaintext client on a TLS port, a bad or
+    /// missing client certificate, a truncated record).
+    pub tls_handshakes_failed: Cell<u64>,
 }
 
 /// The API slot of requests whose key Ferrite does not serve.

@@ -1,7 +1,8 @@
 //! Three brokers on one ZooKeeper, and reading their metadata through kcat.
 
+use super::tls::{add_user_to, Certificates};
 use super::zookeeper::ZooKeeper;
-use super::{kcat, Broker};
+use super::{free_port, kcat, Broker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,7 +17,15 @@ pub fn start_broker(zk: &ZooKeeper, node: i32, extra: &[&str]) -> Broker {
 
 /// Broker `node` on the ZooKeeper connect string `connect` (a chroot may follow the servers).
 pub fn start_broker_on(connect: &str, node: i32, extra: &[&str]) -> Broker {
-    let mut args: Vec<String> = [
+    let mut args = cluster_args(connect, node);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Broker::start(&args)
+}
+
+/// What every cluster broker of the tests runs with.
+fn cluster_args(connect: &str, node: i32) -> Vec<String> {
+    [
         "--node-id",
         &node.to_string(),
         "--zookeeper",
@@ -30,14 +39,52 @@ pub fn start_broker_on(connect: &str, node: i32, extra: &[&str]) -> Broker {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Broker::start(&args)
+    .collect()
 }
 
 pub fn start_cluster(zk: &ZooKeeper, extra: &[&str]) -> Vec<Broker> {
     (1..=3).map(|n| start_broker(zk, n, extra)).collect()
+}
+
+/// Three brokers that replicate over a SASL_SSL inter-broker listener: TLS with the test CA's
+/// certificates, each broker logging in to the others as user `broker` with SCRAM-SHA-512
+/// (made in ZooKeeper by `ferrite user add` first, as an operator would). Clients keep a
+/// PLAINTEXT listener on `broker.addr`.
+pub fn start_sasl_ssl_cluster(zk: &ZooKeeper, certs: &Certificates, extra: &[&str]) -> Vec<Broker> {
+    let connect = zk.connect_string();
+    add_user_to(
+        &["--zookeeper", &connect],
+        "broker",
+        "SCRAM-SHA-512",
+        "broker-secret",
+    );
+    (1..=3)
+        .map(|node| {
+            let (plain, secure) = (free_port(), free_port());
+            let settings = [
+                format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}"),
+                "inter.broker.listener.name=SASL_SSL".into(),
+                "sasl.enabled.mechanisms=SCRAM-SHA-512".into(),
+                "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512".into(),
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.\
+                 security.scram.ScramLoginModule required username=\"broker\" \
+                 password=\"broker-secret\";"
+                    .into(),
+                format!("ssl.keystore.location={}", certs.broker_keystore.display()),
+                format!("ssl.truststore.location={}", certs.ca.display()),
+            ];
+            let mut args: Vec<String> = cluster_args(&connect, node);
+            for s in settings {
+                args.extend(["--set".to_string(), s]);
+            }
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let tmp = tempfile::tempdir().expect("temp dir");
+            let mut b = Broker::start_at(&tmp.path().join("data"), plain, &args);
+            b._tmp = Some(tmp);
+            b
+        })
+        .collect()
 }
 
 /// Metadata as kcat's JSON, asked of `broker`.

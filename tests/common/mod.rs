@@ -10,6 +10,7 @@ pub mod disk;
 pub mod go;
 pub mod quotas;
 pub mod requests;
+pub mod tls;
 pub mod wire;
 pub mod zookeeper;
 
@@ -159,11 +160,12 @@ impl Broker {
             .open(&self.log_path)
             .expect("broker log file");
         let mut cmd = Command::new(ferrite_binary());
-        cmd.arg("serve")
-            .arg("--listen")
-            .arg(&self.addr)
-            .arg("--data-dir")
-            .arg(&self.data_dir);
+        cmd.arg("serve").arg("--data-dir").arg(&self.data_dir);
+        // With Kafka's `listeners` setting the test names every listener itself, the
+        // PLAINTEXT one on `addr` among them.
+        if !self.extra_args.iter().any(|a| a.starts_with("listeners=")) {
+            cmd.arg("--listen").arg(&self.addr);
+        }
         if !self.extra_args.iter().any(|a| a == "--cores") {
             cmd.args(["--cores", "2"]);
         }

@@ -253,6 +253,13 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         .with_mechanism(2),
                 ]),
         ),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+            SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")),
+        ),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from_static(b"n,,n=fuzz,r=abcdef")),
+        ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()
                 .with_include_cluster_authorized_operations(true)
@@ -303,6 +310,8 @@ impl DefaultOf for RequestKind {
             RequestKind::DescribeConfigs(_) => RequestKind::DescribeConfigs(Default::default()),
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
+            RequestKind::SaslHandshake(_) => RequestKind::SaslHandshake(Default::default()),
+            RequestKind::SaslAuthenticate(_) => RequestKind::SaslAuthenticate(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
             RequestKind::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
             RequestKind::DescribeUserScramCredentials(_) => {

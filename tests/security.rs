@@ -1,0 +1,334 @@
+//! Listeners, TLS and SASL with real clients and real certificates (made by openssl): kcat
+//! over SASL_SSL with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, over SASL_PLAINTEXT, and over
+//! SSL with a client certificate; confluent-kafka and kafka-python over SASL_SSL and mutual
+//! TLS; and what must be refused (bad passwords, unknown users, skipped handshakes, plaintext
+//! on a TLS port, a truncated TLS record, an oversized token) without harming the broker.
+
+mod common;
+
+use common::tls::{SecureBroker, CLIENT_DN};
+use common::wire;
+use common::{http_get, python, run};
+use kafka_protocol::messages::{ApiKey, MetadataRequest, SaslHandshakeRequest};
+use kafka_protocol::protocol::StrBytes;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn kcat(options: &[String], args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new("kcat");
+    cmd.args(options).args(args);
+    run(cmd, stdin.map(|s| s.to_vec()), TIMEOUT)
+}
+
+fn kcat_ok(options: &[String], args: &[&str], stdin: Option<&[u8]>) -> String {
+    let out = kcat(options, args, stdin);
+    assert!(
+        out.status.success(),
+        "kcat {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The brokers' ports a Metadata answer (kcat -L -J) gives.
+fn advertised_ports(options: &[String]) -> Vec<u64> {
+    let json = kcat_ok(options, &["-L", "-J"], None);
+    let md: serde_json::Value = serde_json::from_str(&json).unwrap();
+    md["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let name = b["name"].as_str().unwrap();
+            name.rsplit(':').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+/// Sum of a counter over shards, for series whose labels include all of `labels`.
+fn metric(b: &SecureBroker, name: &str, labels: &[(&str, &str)]) -> u64 {
+    let (_, body) = http_get(&b.broker.metrics_addr, "/metrics");
+    body.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn sasl_clients_authenticate_with_scram_and_plain_and_see_their_own_listener() {
+    let b = SecureBroker::start(&[]);
+    let plain_options = vec!["-b".to_string(), b.broker.addr.clone()];
+    let mut expected = 0;
+    for (mechanism, user, password) in [
+        ("SCRAM-SHA-512", "alice", "alice-secret"),
+        ("SCRAM-SHA-256", "bob", "bob-secret"),
+        ("PLAIN", "bob", "bob-secret"),
+    ] {
+        let options = b.kcat_sasl_ssl(mechanism, user, password);
+        let line = format!("{mechanism} as {user}\n");
+        kcat_ok(&options, &["-P", "-t", "secured"], Some(line.as_bytes()));
+        expected += 1;
+        let read = kcat_ok(
+            &options,
+            &["-C", "-t", "secured", "-e", "-q", "-f", "%s\n"],
+            None,
+        );
+        assert_eq!(read.lines().count(), expected, "{mechanism}: {read}");
+        assert!(read.contains(line.trim()), "{mechanism}: {read}");
+        // Metadata on this listener names this listener's address only.
+        assert_eq!(advertised_ports(&options), vec![b.sasl_ssl as u64]);
+    }
+    // SASL without TLS, and the plaintext listener, read the same log.
+    let sasl_plaintext = vec![
+        "-b".to_string(),
+        format!("127.0.0.1:{}", b.sasl_plaintext),
+        "-X".into(),
+        "security.protocol=SASL_PLAINTEXT".into(),
+        "-X".into(),
+        "sasl.mechanisms=SCRAM-SHA-256".into(),
+        "-X".into(),
+        "sasl.username=alice".into(),
+        "-X".into(),
+        "sasl.password=alice-secret".into(),
+    ];
+    let read = kcat_ok(
+        &sasl_plaintext,
+        &["-C", "-t", "secured", "-e", "-q", "-f", "%s\n"],
+        None,
+    );
+    assert_eq!(read.lines().count(), 3, "{read}");
+    assert_eq!(
+        advertised_ports(&sasl_plaintext),
+        vec![b.sasl_plaintext as u64]
+    );
+    assert_eq!(advertised_ports(&plain_options), vec![b.broker.port as u64]);
+}
+
+#[test]
+fn mutual_tls_names_the_principal_by_the_certificate_and_refuses_clients_without_one() {
+    let b = SecureBroker::start(&["--log-level", "ferrite=debug"]);
+    let options = b.kcat_ssl();
+    kcat_ok(&options, &["-P", "-t", "mtls"], Some(b"over mutual TLS\n"));
+    let read = kcat_ok(
+        &options,
+        &["-C", "-t", "mtls", "-e", "-q", "-f", "%s\n"],
+        None,
+    );
+    assert_eq!(read, "over mutual TLS\n");
+    assert_eq!(advertised_ports(&options), vec![b.ssl as u64]);
+    let log = b.broker.log();
+    assert!(
+        log.contains(&format!("principal=User:{CLIENT_DN}")),
+        "the certificate's subject is the principal:\n{log}"
+    );
+    // No certificate, or one from a CA the broker does not trust: refused in the handshake.
+    let failed_before = metric(&b, "ferrite_tls_handshakes_failed_total", &[]);
+    let ca = format!("ssl.ca.location={}", b.certs.ca.display());
+    let no_certificate = vec![
+        "-b".to_string(),
+        format!("127.0.0.1:{}", b.ssl),
+        "-X".into(),
+        "security.protocol=SSL".into(),
+        "-X".into(),
+        ca.clone(),
+    ];
+    let stranger = [
+        no_certificate.clone(),
+        vec![
+            "-X".into(),
+            format!(
+                "ssl.certificate.location={}",
+                b.certs.stranger_cert.display()
+            ),
+            "-X".into(),
+            format!("ssl.key.location={}", b.certs.stranger_key.display()),
+        ],
+    ]
+    .concat();
+    for refused in [&no_certificate, &stranger] {
+        let out = kcat(refused, &["-L", "-m", "5"], None);
+        assert!(
+            !out.status.success(),
+            "a client without a trusted certificate got metadata"
+        );
+    }
+    assert!(metric(&b, "ferrite_tls_handshakes_failed_total", &[]) >= failed_before + 2);
+    // The broker serves on.
+    kcat_ok(&options, &["-L"], None);
+}
+
+#[test]
+fn bad_credentials_and_protocol_violations_are_refused_and_the_broker_carries_on() {
+    let b = SecureBroker::start(&["--set", "sasl.server.max.receive.size=4096"]);
+    // Wrong password, unknown user, a mechanism the user has no credential for.
+    for (mechanism, user, password) in [
+        ("SCRAM-SHA-512", "alice", "wrong"),
+        ("SCRAM-SHA-256", "nobody", "alice-secret"),
+        ("PLAIN", "alice", "wrong"),
+        ("SCRAM-SHA-512", "bob", "bob-secret"),
+    ] {
+        let out = kcat(
+            &b.kcat_sasl_ssl(mechanism, user, password),
+            &["-L", "-m", "5"],
+            None,
+        );
+        assert!(
+            !out.status.success(),
+            "{mechanism} {user} {password} got in"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("Authentication failed")
+                || stderr.contains("SASL authentication error"),
+            "{mechanism} {user}: {stderr}"
+        );
+    }
+    let failures = metric(
+        &b,
+        "ferrite_request_errors_total",
+        &[("api", "SaslAuthenticate"), ("error_code", "58")],
+    );
+    assert!(
+        failures >= 4,
+        "{failures} SASL_AUTHENTICATION_FAILED counted"
+    );
+
+    // A client that skips the handshake: Metadata on the SASL_PLAINTEXT port is not answered.
+    let mut s = TcpStream::connect(("127.0.0.1", b.sasl_plaintext)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&wire::frame(
+        ApiKey::Metadata,
+        4,
+        1,
+        &MetadataRequest::default(),
+    ))
+    .unwrap();
+    assert!(
+        wire::read_frame(&mut s).is_none(),
+        "Metadata answered before authentication"
+    );
+
+    // An unknown mechanism: answered UNSUPPORTED_SASL_MECHANISM with the enabled ones, closed.
+    let mut s = TcpStream::connect(("127.0.0.1", b.sasl_plaintext)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("GSSAPI"));
+    let answer: kafka_protocol::messages::SaslHandshakeResponse =
+        wire::call(&mut s, ApiKey::SaslHandshake, 1, &handshake);
+    assert_eq!(answer.error_code, 33);
+    let offered: Vec<String> = answer.mechanisms.iter().map(|m| m.to_string()).collect();
+    assert_eq!(offered, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]);
+    assert!(
+        wire::read_frame(&mut s).is_none(),
+        "still open after the refusal"
+    );
+
+    // A token larger than sasl.server.max.receive.size: closed before it is read.
+    let mut s = TcpStream::connect(("127.0.0.1", b.sasl_plaintext)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    let answer: kafka_protocol::messages::SaslHandshakeResponse =
+        wire::call(&mut s, ApiKey::SaslHandshake, 0, &handshake);
+    assert_eq!(answer.error_code, 0);
+    s.write_all(&100_000i32.to_be_bytes()).unwrap();
+    assert!(
+        wire::read_frame(&mut s).is_none(),
+        "an oversized token was taken"
+    );
+
+    // Plaintext Kafka on the TLS port, and a TLS record cut short: dropped, nothing served.
+    for bytes in [
+        wire::frame(ApiKey::Metadata, 4, 1, &MetadataRequest::default()),
+        // A handshake record header promising 512 bytes, then 5 of them and the end.
+        vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03],
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", b.ssl)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        s.write_all(&bytes).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(
+            !rest.starts_with(&[0, 0]),
+            "a Kafka response came back on the TLS port"
+        );
+    }
+
+    // Still serving everyone who does it right.
+    let options = b.kcat_sasl_ssl("SCRAM-SHA-512", "alice", "alice-secret");
+    kcat_ok(&options, &["-P", "-t", "after"], Some(b"still here\n"));
+    let read = kcat_ok(
+        &options,
+        &["-C", "-t", "after", "-e", "-q", "-f", "%s\n"],
+        None,
+    );
+    assert_eq!(read, "still here\n");
+    kcat_ok(&["-b".to_string(), b.broker.addr.clone()], &["-L"], None);
+}
+
+#[test]
+fn confluent_kafka_and_kafka_python_over_sasl_ssl_and_mutual_tls() {
+    let b = SecureBroker::start(&[]);
+    let out = python(
+        "secure_clients.py",
+        &[
+            &format!("127.0.0.1:{}", b.sasl_ssl),
+            &format!("127.0.0.1:{}", b.ssl),
+            b.certs.ca.to_str().unwrap(),
+            b.certs.client_cert.to_str().unwrap(),
+            b.certs.client_key.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("secure clients ok"), "{out}");
+}
+
+#[test]
+fn a_listener_that_cannot_start_stops_the_broker_before_it_claims_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let port = common::free_port();
+    for (settings, expected) in [
+        (
+            vec![
+                format!("listeners=SSL://127.0.0.1:{port}"),
+                "inter.broker.listener.name=SSL".into(),
+            ],
+            "key store",
+        ),
+        (
+            vec![
+                format!("listeners=SASL_PLAINTEXT://127.0.0.1:{port}"),
+                "security.inter.broker.protocol=SASL_PLAINTEXT".into(),
+                "sasl.enabled.mechanisms=GSSAPI".into(),
+            ],
+            "GSSAPI is not offered",
+        ),
+        (
+            vec![format!(
+                "listeners=PLAINTEXT://127.0.0.1:{port},PLAINTEXT://127.0.0.1:1"
+            )],
+            "different name",
+        ),
+    ] {
+        let mut cmd = Command::new(common::ferrite_binary());
+        cmd.arg("serve").arg("--data-dir").arg(&data);
+        for s in &settings {
+            cmd.arg("--set").arg(s);
+        }
+        let out = run(cmd, None, TIMEOUT);
+        assert_eq!(out.status.code(), Some(2), "{settings:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{settings:?}: {stderr}");
+        assert!(!data.exists(), "{settings:?} created the data directory");
+    }
+}
