@@ -4,6 +4,7 @@ use crate::config::{
     online_cpus, BrokerConfig, ConfigError, ListenerSettings, Listeners, SecuritySettings,
     TuningFile,
 };
+use crate::security::acl::AuthorizerSettings;
 use clap::{ArgGroup, Parser, Subcommand};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,66 @@ pub enum Command {
     /// Add, list or delete SCRAM users while no broker runs on the data directory (or in
     /// ZooKeeper, where every broker of the cluster reads them).
     User(UserArgs),
+    /// Add, list or remove ACLs while no broker runs on the data directory (or in ZooKeeper),
+    /// with kafka-acls.sh's options; a running broker takes them through CreateAcls.
+    Acl(AclArgs),
+}
+
+/// `ferrite acl`: exactly one of `--data-dir` and `--zookeeper`, as for `ferrite user`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AclArgs {
+    #[command(subcommand)]
+    pub command: AclCommand,
+    /// The single broker's data directory (its `meta/acls.json`).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// The cluster's ZooKeeper, `HOST:PORT[,HOST:PORT...][/chroot]` (`/kafka-acl/...`).
+    #[arg(long, value_name = "CONNECT", global = true)]
+    pub zookeeper: Option<String>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum AclCommand {
+    /// Add ACLs: each principal, each operation, on the resource.
+    Add(AclSpec),
+    /// Remove exactly these ACLs.
+    Remove(AclSpec),
+    /// Print every ACL, one per line.
+    List,
+}
+
+/// What an ACL names, with kafka-acls.sh's option names.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AclSpec {
+    /// `User:name` (or `User:*`) to allow (repeatable).
+    #[arg(long = "allow-principal", value_name = "PRINCIPAL")]
+    pub allow: Vec<String>,
+    /// `User:name` (or `User:*`) to deny (repeatable).
+    #[arg(long = "deny-principal", value_name = "PRINCIPAL")]
+    pub deny: Vec<String>,
+    /// Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs,
+    /// AlterConfigs, IdempotentWrite or All (repeatable).
+    #[arg(long = "operation", value_name = "OPERATION", required = true)]
+    pub operations: Vec<String>,
+    /// The host the ACL applies to (default `*`, every host).
+    #[arg(long, value_name = "HOST", default_value = "*")]
+    pub host: String,
+    #[arg(long, value_name = "NAME", group = "resource")]
+    pub topic: Option<String>,
+    #[arg(long, value_name = "NAME", group = "resource")]
+    pub group: Option<String>,
+    #[arg(long = "transactional-id", value_name = "ID", group = "resource")]
+    pub transactional_id: Option<String>,
+    /// The cluster resource (`kafka-cluster`).
+    #[arg(long, group = "resource")]
+    pub cluster: bool,
+    /// literal (the name itself, or `*` for every name) or prefixed.
+    #[arg(
+        long = "resource-pattern-type",
+        value_name = "TYPE",
+        default_value = "literal"
+    )]
+    pub pattern_type: String,
 }
 
 /// Exactly one of `--data-dir` and `--zookeeper` (checked when run: they may follow the
@@ -309,6 +370,16 @@ impl ServeArgs {
             broker.set(name.trim(), value.trim())?;
         }
         let listeners = self.listeners(&broker.security)?;
+        let security = &broker.security;
+        let authorizer = AuthorizerSettings::from_settings(
+            security.get("authorizer.class.name"),
+            security.get("super.users"),
+            security.get("allow.everyone.if.no.acl.found"),
+        )
+        .map_err(|message| ConfigError::Field {
+            field: "authorizer.class.name".into(),
+            message,
+        })?;
         if self.node_id < 0 {
             return Err(ConfigError::Field {
                 field: "--node-id".into(),
@@ -323,6 +394,7 @@ impl ServeArgs {
         }
         Ok(BrokerConfig {
             listeners,
+            authorizer,
             control_core: tuning.control_core,
             router_queue_depth: tuning.router_queue_depth,
             data_dir: self.data_dir.clone(),
@@ -351,7 +423,9 @@ mod tests {
         let argv = ["ferrite", "tune"].iter().chain(args);
         match Cli::try_parse_from(argv)?.command {
             Command::Tune(t) => Ok(t),
-            Command::Serve(_) | Command::User(_) => unreachable!("parsed `tune`"),
+            Command::Serve(_) | Command::User(_) | Command::Acl(_) => {
+                unreachable!("parsed `tune`")
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! `ferrite`: the broker binary.
 
+mod acls;
 mod cli;
 mod cluster;
 mod config;
@@ -98,6 +99,13 @@ fn main() -> ExitCode {
             }
         }
         Command::User(args) => match users::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferrite: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Acl(args) => match acls::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ferrite: {e}");

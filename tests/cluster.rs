@@ -649,3 +649,145 @@ fn scram_users_altered_on_one_broker_are_in_zookeeper_and_on_every_broker() {
             && answer.results[0].credential_infos[0].iterations == 4096
     });
 }
+
+#[test]
+fn acls_created_on_one_broker_are_kafkas_znodes_and_in_force_on_every_broker() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+        DescribeAclsRequest, DescribeAclsResponse, MetadataRequest, MetadataResponse,
+    };
+    let zk = ZooKeeper::start();
+    // Plaintext clients are User:ANONYMOUS. Brokers 1 and 2 make it a super user, so it may
+    // change ACLs there; broker 3 does not, so a DENY for everyone is in force for it there
+    // (super users pass even a DENY).
+    let authorizer = [
+        "--set",
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+        "--set",
+        "allow.everyone.if.no.acl.found=true",
+    ];
+    let super_anonymous = [&authorizer[..], &["--set", "super.users=User:ANONYMOUS"]].concat();
+    let brokers = [
+        start_broker_on(&zk.connect_string(), 1, &super_anonymous),
+        start_broker_on(&zk.connect_string(), 2, &super_anonymous),
+        start_broker_on(&zk.connect_string(), 3, &authorizer),
+    ];
+    kcat(&brokers[0], &["-P", "-t", "guarded"], Some(b"one\n"));
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let creation = |kind: i8, name: &str, pattern: i8, op: i8, permission: i8| {
+        AclCreation::default()
+            .with_resource_type(kind)
+            .with_resource_name(s(name))
+            .with_resource_pattern_type(pattern)
+            .with_principal(s("User:*"))
+            .with_host(s("*"))
+            .with_operation(op)
+            .with_permission_type(permission)
+    };
+    let mut conn = wire::connect(&brokers[0]);
+    // Topic guarded: DENY Describe to everyone (LITERAL); group app-: ALLOW Read (PREFIXED).
+    let answer: CreateAclsResponse = wire::call(
+        &mut conn,
+        ApiKey::CreateAcls,
+        3,
+        &CreateAclsRequest::default().with_creations(vec![
+            creation(2, "guarded", 3, 8, 2),
+            creation(3, "app-", 4, 3, 3),
+        ]),
+    );
+    assert!(
+        answer.results.iter().all(|r| r.error_code == 0),
+        "{answer:?}"
+    );
+    let (_, literal) = zk.cli(&["get", "/kafka-acl/Topic/guarded"]);
+    assert!(
+        literal.contains(r#"{"version":1,"acls":[{"principal":"User:*","permissionType":"Deny","operation":"Describe","host":"*"}]}"#),
+        "{literal}"
+    );
+    let (_, prefixed) = zk.cli(&["get", "/kafka-acl-extended/prefixed/Group/app-"]);
+    assert!(prefixed.contains(r#""operation":"Read""#), "{prefixed}");
+    let (_, changes) = zk.cli(&["ls", "/kafka-acl-changes"]);
+    assert!(changes.contains("acl_changes_"), "{changes}");
+    // Broker 3 sees both and enforces the DENY: its Metadata leaves the topic out.
+    let guarded_visible = |b: &Broker| {
+        let mut conn = wire::connect(b);
+        let md: MetadataResponse = wire::call(
+            &mut conn,
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default().with_topics(None),
+        );
+        md.topics
+            .iter()
+            .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "guarded"))
+    };
+    wait_until(Duration::from_secs(10), "broker 3 hides the topic", || {
+        !guarded_visible(&brokers[2])
+    });
+    assert!(guarded_visible(&brokers[0]), "a super user sees everything");
+    let mut conn3 = wire::connect(&brokers[1]);
+    let described: DescribeAclsResponse = wire::call(
+        &mut conn3,
+        ApiKey::DescribeAcls,
+        1,
+        &DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(None)
+            .with_pattern_type_filter(1)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1),
+    );
+    assert_eq!(described.resources.len(), 2, "{described:?}");
+    // Deleted through broker 2: the znode goes and broker 3 shows the topic again.
+    let deleted: DeleteAclsResponse = wire::call(
+        &mut conn3,
+        ApiKey::DeleteAcls,
+        3,
+        &DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(s("guarded")))
+            .with_pattern_type_filter(3)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1)]),
+    );
+    assert_eq!(
+        deleted.filter_results[0].matching_acls.len(),
+        1,
+        "{deleted:?}"
+    );
+    let (_, gone) = zk.cli(&["stat", "/kafka-acl/Topic/guarded"]);
+    assert!(gone.contains("does not exist"), "{gone}");
+    wait_until(
+        Duration::from_secs(10),
+        "broker 3 shows the topic again",
+        || guarded_visible(&brokers[2]),
+    );
+    // `ferrite acl` on the ZooKeeper writes the same znodes, and the brokers apply them.
+    let mut tool = std::process::Command::new(common::ferrite_binary());
+    tool.args([
+        "acl",
+        "add",
+        "--deny-principal",
+        "User:*",
+        "--operation",
+        "Describe",
+    ])
+    .args(["--topic", "guarded", "--zookeeper", &zk.connect_string()]);
+    let out = common::run(tool, None, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "broker 3 hides the topic again",
+        || !guarded_visible(&brokers[2]),
+    );
+}

@@ -332,3 +332,165 @@ fn a_listener_that_cannot_start_stops_the_broker_before_it_claims_anything() {
         assert!(!data.exists(), "{settings:?} created the data directory");
     }
 }
+
+#[test]
+fn acls_decide_what_each_user_may_do_and_change_without_a_restart() {
+    let b = SecureBroker::start(&[
+        "--set",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--set",
+        "super.users=User:alice",
+    ]);
+    let out = python(
+        "acl_rules.py",
+        &[
+            &format!("127.0.0.1:{}", b.sasl_plaintext),
+            "alice",
+            "alice-secret",
+            "bob",
+            "bob-secret",
+        ],
+    );
+    assert!(out.contains("acl rules ok"), "{out}");
+    let denied = metric(
+        &b,
+        "ferrite_authorization_denied_total",
+        &[("principal", "User:bob")],
+    );
+    assert!(denied > 0, "no denial of User:bob counted");
+    let acls: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.broker.data_dir.join("meta/acls.json")).unwrap())
+            .unwrap();
+    assert_eq!(acls.as_array().unwrap().len(), 4, "{acls}");
+    // Kept across a restart: bob still reads what his ACLs allow.
+    let mut b = b;
+    b.broker.stop();
+    b.broker.restart();
+    let bob = vec![
+        "-b".to_string(),
+        format!("127.0.0.1:{}", b.sasl_plaintext),
+        "-X".into(),
+        "security.protocol=SASL_PLAINTEXT".into(),
+        "-X".into(),
+        "sasl.mechanisms=SCRAM-SHA-256".into(),
+        "-X".into(),
+        "sasl.username=bob".into(),
+        "-X".into(),
+        "sasl.password=bob-secret".into(),
+    ];
+    let read = kcat_ok(
+        &bob,
+        &["-C", "-t", "logs-app", "-e", "-q", "-f", "%s\n"],
+        None,
+    );
+    assert_eq!(read, "logs-app-0\n");
+    let out = kcat(&bob, &["-C", "-t", "logs-secret", "-e", "-q"], None);
+    assert!(
+        !out.status.success(),
+        "the DENY did not survive the restart"
+    );
+}
+
+#[test]
+fn acl_apis_without_an_authorizer_answer_security_disabled() {
+    let b = SecureBroker::start(&[]);
+    let mut s = wire::connect(&b.broker);
+    let answer: kafka_protocol::messages::DescribeAclsResponse = wire::call(
+        &mut s,
+        ApiKey::DescribeAcls,
+        3,
+        &kafka_protocol::messages::DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1),
+    );
+    assert_eq!(answer.error_code, 54, "SECURITY_DISABLED");
+}
+
+/// `ferrite acl` with kafka-acls.sh's options, on a data directory no broker holds.
+fn acl_tool(data_dir: &std::path::Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(common::ferrite_binary());
+    cmd.arg("acl").args(args).arg("--data-dir").arg(data_dir);
+    run(cmd, None, TIMEOUT)
+}
+
+#[test]
+fn acls_made_by_ferrite_acl_while_the_broker_is_down_are_in_force_when_it_starts() {
+    let mut b = SecureBroker::start(&[
+        "--set",
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+    ]);
+    let data_dir = b.broker.data_dir.clone();
+    let running = acl_tool(&data_dir, &["list"]);
+    assert_eq!(
+        running.status.code(),
+        Some(2),
+        "refused while the broker runs"
+    );
+    b.broker.stop();
+    let added = acl_tool(
+        &data_dir,
+        &[
+            "add",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Write",
+            "--operation",
+            "Create",
+            "--topic",
+            "tool-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let listed = String::from_utf8_lossy(&acl_tool(&data_dir, &["list"]).stdout).into_owned();
+    assert!(
+        listed.contains(
+            "Topic:PREFIXED:tool- principal=User:bob host=* operation=Write permission=Allow"
+        ),
+        "{listed}"
+    );
+    b.broker.restart();
+    let bob = b.kcat_sasl_ssl("SCRAM-SHA-256", "bob", "bob-secret");
+    kcat_ok(&bob, &["-P", "-t", "tool-made"], Some(b"allowed\n"));
+    let out = kcat(&bob, &["-P", "-t", "elsewhere"], Some(b"denied\n"));
+    assert!(
+        !out.status.success() || String::from_utf8_lossy(&out.stderr).contains("authorization"),
+        "bob produced outside his prefix"
+    );
+    b.broker.stop();
+    let removed = acl_tool(
+        &data_dir,
+        &[
+            "remove",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Write",
+            "--operation",
+            "Create",
+            "--topic",
+            "tool-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    assert!(
+        removed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    let listed = acl_tool(&data_dir, &["list"]);
+    assert!(
+        listed.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+}

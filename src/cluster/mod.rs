@@ -11,6 +11,7 @@
 //! until it has registered again with a new session. While ZooKeeper is only unreachable, the
 //! last view stays: leaders keep serving and nothing changes.
 
+pub mod acls;
 mod duties;
 pub mod requests;
 mod session;

@@ -71,6 +71,12 @@ pub enum Request {
         quotas: BTreeMap<String, String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Replaces the ACLs of one resource pattern (empty: none left).
+    WriteAcls {
+        pattern: crate::security::acl::ResourcePattern,
+        entries: std::collections::BTreeSet<crate::security::acl::AccessEntry>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// Replaces one user's SCRAM credentials (mechanism → Kafka's text; empty: none left).
     AlterScramUser {
         user: String,

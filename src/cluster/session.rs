@@ -352,6 +352,14 @@ impl ControlLoop {
                 let r = requests::alter_topic_config(&s.client, &topic, configs).await;
                 let _ = reply.send(r);
             }
+            Request::WriteAcls {
+                pattern,
+                entries,
+                reply,
+            } => {
+                let r = super::acls::write(&s.client, &pattern, &entries).await;
+                let _ = reply.send(r);
+            }
             Request::AlterScramUser {
                 user,
                 credentials,

@@ -44,6 +44,8 @@ pub struct ZkTree {
     pub broker_configs: DynamicBrokerConfigs,
     pub client_quotas: crate::metadata::client_quotas::ClientQuotaConfigs,
     pub scram_users: crate::metadata::store::ScramUsers,
+    /// ACLs from `/kafka-acl` and `/kafka-acl-extended`.
+    pub acls: crate::security::acl::AclTable,
     /// Elections asked for (ElectLeaders), preferred and unclean.
     pub preferred_elections: Vec<znodes::ElectionPartition>,
     /// Reassignments asked through `/admin/reassign_partitions`.
@@ -219,6 +221,7 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
         tree.broker_configs.set(broker, configs);
     }
     (tree.client_quotas, tree.scram_users) = read_user_and_client_configs(client).await?;
+    tree.acls = super::acls::read(client).await?;
     tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
     if let Some((bytes, _)) = data_or_none(client, znodes::REASSIGN_PARTITIONS).await? {
         if let Some(asked) = decoded::<znodes::ReassignRequest>(znodes::REASSIGN_PARTITIONS, &bytes)
@@ -305,6 +308,7 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
         broker_configs: tree.broker_configs.clone(),
         client_quotas: tree.client_quotas.clone(),
         scram_users: tree.scram_users.clone(),
+        acls: tree.acls.clone(),
     }
 }
 

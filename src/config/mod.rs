@@ -35,6 +35,8 @@ pub enum ConfigError {
 pub struct BrokerConfig {
     /// Where clients connect, how each listener is secured, and what Metadata tells them.
     pub listeners: Listeners,
+    /// `authorizer.class.name` and its settings; `None`: every request is allowed.
+    pub authorizer: Option<crate::security::acl::AuthorizerSettings>,
     pub data_dir: PathBuf,
     /// CPUs that run a shard each, in shard order.
     pub cores: Vec<usize>,

@@ -38,6 +38,9 @@ const BROKER_ONLY_KEYS: &[&str] = &[
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
     "sasl.mechanism.inter.broker.protocol",
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
 ];
 
 /// `<mechanism>.sasl.jaas.config` under a listener prefix (Kafka's per-mechanism JAAS).

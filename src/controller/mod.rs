@@ -17,11 +17,12 @@ use crate::cluster::ZkHandle;
 use crate::metadata::client_quotas::QuotaEntity;
 use crate::metadata::{collides, topic_config, validate_topic_name, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{AccessEntry, ResourcePattern};
 use crate::shard::Shard;
 use glommio::sync::Semaphore;
 use mutation_quota::MutationQuota;
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -47,6 +48,9 @@ pub enum TopicError {
     Storage(String),
     #[error("The throttling quota has been exceeded.")]
     Throttled,
+    /// The authorizer said no (the handler's check, not the controller's).
+    #[error("{0}")]
+    TopicUnauthorized(String),
 }
 
 impl TopicError {
@@ -61,6 +65,7 @@ impl TopicError {
             TopicError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             TopicError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR,
             TopicError::Throttled => ErrorCode::THROTTLING_QUOTA_EXCEEDED,
+            TopicError::TopicUnauthorized(_) => ErrorCode::TOPIC_AUTHORIZATION_FAILED,
         }
     }
 }
@@ -397,6 +402,39 @@ pub async fn alter_scram_users(
         Authority::ZooKeeper(zk) => {
             for (user, credentials) in users {
                 zookeeper::alter_scram_user(shard, zk, user, credentials).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Replaces the ACLs of each pattern given (an empty set: the pattern's ACLs go), checked by
+/// the caller: kept in `meta/acls.json` or under `/kafka-acl`, then in force on every shard
+/// (every broker).
+pub async fn alter_acls(
+    shard: &Shard,
+    changes: Vec<(ResourcePattern, BTreeSet<AccessEntry>)>,
+) -> Result<(), TopicError> {
+    let controller = the_controller(shard);
+    let _lock = controller.lock.acquire_permit(1).await;
+    match Authority::of(shard) {
+        Authority::SingleNode => {
+            let mut next = (*shard.metadata()).clone();
+            for (pattern, entries) in changes {
+                if entries.is_empty() {
+                    next.acls.remove(&pattern);
+                } else {
+                    next.acls.insert(pattern, entries);
+                }
+            }
+            crate::metadata::store::save_acls(&shard.config.data_dir, &next.acls)
+                .await
+                .map_err(|e| TopicError::Storage(e.to_string()))?;
+            publish(shard, next).await
+        }
+        Authority::ZooKeeper(zk) => {
+            for (pattern, entries) in changes {
+                zookeeper::write_acls(shard, zk, pattern, entries).await?;
             }
             Ok(())
         }

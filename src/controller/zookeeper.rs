@@ -8,9 +8,10 @@ use crate::cluster::requests::{CreateOutcome, PlannedTopic, Request};
 use crate::cluster::{assign_replicas, ZkHandle};
 use crate::metadata::client_quotas::QuotaEntity;
 use crate::metadata::{cluster_id_string, random_id, ClusterMetadata, PartitionInfo, TopicInfo};
+use crate::security::acl::{AccessEntry, ResourcePattern};
 use crate::shard::Shard;
 use futures::channel::oneshot;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -294,6 +295,23 @@ pub(super) async fn alter_client_quotas(
             .map_or(wanted.is_empty(), |q| *q == wanted)
     };
     write_then_see(shard, zk, write, seen, "the client quotas").await
+}
+
+/// Writes one pattern's ACLs under `/kafka-acl` (or `/kafka-acl-extended`).
+pub(super) async fn write_acls(
+    shard: &Shard,
+    zk: &ZkHandle,
+    pattern: ResourcePattern,
+    entries: BTreeSet<AccessEntry>,
+) -> Result<(), TopicError> {
+    let (key, wanted) = (pattern.clone(), entries.clone());
+    let write = |reply| Request::WriteAcls {
+        pattern,
+        entries,
+        reply,
+    };
+    let seen = |m: &ClusterMetadata| m.acls.get(&key).map_or(wanted.is_empty(), |e| *e == wanted);
+    write_then_see(shard, zk, write, seen, "the ACLs").await
 }
 
 /// Writes a user's SCRAM credentials to `/config/users/<name>`.

@@ -18,9 +18,10 @@
 //!   a broker's own value wins over the cluster default, which wins over the static one.
 //! - Broker loggers and other resource types: INVALID_REQUEST.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller::{self, TopicError};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::{
@@ -73,7 +74,7 @@ pub async fn handle_incremental(
             (r.resource_type, r.resource_name.to_string(), changes)
         })
         .collect();
-    let outcomes = alter(shard, &asked, false, body.validate_only).await;
+    let outcomes = alter(shard, req, &asked, false, body.validate_only).await;
     let responses = asked
         .iter()
         .zip(outcomes)
@@ -109,7 +110,7 @@ pub async fn handle_legacy(shard: &Shard, req: &Request, body: AlterConfigsReque
             (r.resource_type, r.resource_name.to_string(), changes)
         })
         .collect();
-    let outcomes = alter(shard, &asked, true, body.validate_only).await;
+    let outcomes = alter(shard, req, &asked, true, body.validate_only).await;
     let responses = asked
         .iter()
         .zip(outcomes)
@@ -142,6 +143,7 @@ fn answer(shard: &Shard, api: ApiKey, name: &str, outcome: Outcome) -> (i16, Opt
 /// (AlterConfigs) rather than operations on the current one.
 async fn alter(
     shard: &Shard,
+    req: &Request,
     asked: &[(i8, String, Vec<Change>)],
     replace: bool,
     validate_only: bool,
@@ -154,6 +156,8 @@ async fn alter(
     for (kind, name, changes) in asked {
         let outcome = if seen[&(*kind, name.as_str())] > 1 {
             Err(invalid_request("Each resource must appear at most once."))
+        } else if let Some(denied) = unauthorized(shard, req, *kind, name) {
+            Err(denied)
         } else {
             match checked(changes) {
                 Err(e) => Err(e),
@@ -169,6 +173,22 @@ async fn alter(
         outcomes.push(outcome);
     }
     outcomes
+}
+
+/// Kafka: AlterConfigs on the topic, or on the cluster for broker resources.
+fn unauthorized(shard: &Shard, req: &Request, kind: i8, name: &str) -> Option<(ErrorCode, String)> {
+    let (allowed, code) = match kind {
+        TOPIC => (
+            authorize::topic(shard, req, Operation::AlterConfigs, name),
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        ),
+        BROKER => (
+            authorize::cluster(shard, req, Operation::AlterConfigs),
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+        ),
+        _ => (true, ErrorCode::NONE),
+    };
+    (!allowed).then(|| (code, "Authorization failed.".to_string()))
 }
 
 fn invalid_request(message: &str) -> (ErrorCode, String) {

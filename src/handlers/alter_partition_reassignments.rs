@@ -12,10 +12,11 @@
 //! writes the reassignment to ZooKeeper for the controller. A single broker is its own only
 //! live broker: a target of itself changes nothing, any other is INVALID_REPLICA_ASSIGNMENT.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller::{self, TopicError};
 use crate::metadata::ClusterMetadata;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
@@ -38,6 +39,15 @@ pub async fn handle_alter(
     req: &Request,
     body: AlterPartitionReassignmentsRequest,
 ) -> Response {
+    // Kafka: Alter on the cluster.
+    if !authorize::cluster(shard, req, Operation::Alter) {
+        let denied = AlterPartitionReassignmentsResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+        return req.respond(ApiKey::AlterPartitionReassignments, &denied);
+    }
     let metadata = shard.metadata();
     let mut responses = Vec::with_capacity(body.topics.len());
     for topic in body.topics {
@@ -188,6 +198,15 @@ pub fn handle_list(
     req: &Request,
     body: ListPartitionReassignmentsRequest,
 ) -> Response {
+    // Kafka: Describe on the cluster.
+    if !authorize::cluster(shard, req, Operation::Describe) {
+        let denied = ListPartitionReassignmentsResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+        return req.respond(ApiKey::ListPartitionReassignments, &denied);
+    }
     let metadata = shard.metadata();
     let asked = |topic: &str, p: i32| match &body.topics {
         None => true,

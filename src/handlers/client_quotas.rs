@@ -12,10 +12,11 @@
 //! - IP entities (`connection_creation_rate`) are not kept: they are INVALID_REQUEST
 //!   ("IP quotas are not supported by Ferrite"), and an ip filter component finds nothing.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller::{self, TopicError};
 use crate::metadata::client_quotas::{self, EntityName, Match, QuotaEntity};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::{
@@ -54,6 +55,15 @@ pub fn handle_describe(
     req: &Request,
     body: DescribeClientQuotasRequest,
 ) -> Response {
+    // Kafka: DescribeConfigs on the cluster.
+    if !authorize::cluster(shard, req, Operation::DescribeConfigs) {
+        let denied = DescribeClientQuotasResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+        return req.respond(ApiKey::DescribeClientQuotas, &denied);
+    }
     let answer = match filter(&body) {
         Err((code, message)) => {
             errors::refused(shard, ApiKey::DescribeClientQuotas, code, &message);
@@ -159,8 +169,18 @@ pub async fn handle_alter(
     body: AlterClientQuotasRequest,
 ) -> Response {
     let mut entries = Vec::with_capacity(body.entries.len());
+    // Kafka: AlterConfigs on the cluster, else every entry CLUSTER_AUTHORIZATION_FAILED.
+    let authorized = authorize::cluster(shard, req, Operation::AlterConfigs);
     for entry in &body.entries {
-        let outcome = match alteration(shard, entry) {
+        let checked = if authorized {
+            alteration(shard, entry)
+        } else {
+            Err((
+                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                "Cluster authorization failed.".to_string(),
+            ))
+        };
+        let outcome = match checked {
             Err(e) => Err(e),
             Ok(_) if body.validate_only => Ok(()),
             Ok((entity, quotas)) => on_controller(shard, move |s| async move {

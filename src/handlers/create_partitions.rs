@@ -1,7 +1,8 @@
 //! CreatePartitions: grows topics to a new partition count (never shrinks).
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller::{self, TopicError};
+use crate::security::acl::Operation;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -15,7 +16,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreatePartitionsRequest)
     let mut throttle_ms = 0;
     for t in body.topics {
         let name = t.name.0.to_string();
-        let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
+        // Kafka: Alter on the topic.
+        let outcome = if !authorize::topic(shard, req, Operation::Alter, &name) {
+            Err(TopicError::TopicUnauthorized(
+                "Authorization failed.".into(),
+            ))
+        } else if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
             Err(TopicError::InvalidRequest(
                 "Manual replica assignment is not supported.".into(),
             ))

@@ -1,9 +1,11 @@
 //! CreateTopics: new topics with their partition count, replication factor and configs;
 //! `validate_only` checks everything and changes nothing.
 
-use super::{Request, Response};
+use super::{authorize, Request, Response};
 use crate::controller::{self, NewTopic, TopicError};
 use crate::metadata::TopicInfo;
+use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::create_topics_response::{
@@ -30,6 +32,21 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
             refused.insert(
                 name,
                 TopicError::InvalidRequest("Duplicate topic name.".into()),
+            );
+            continue;
+        }
+        // Kafka: Create on the cluster, else on the topic.
+        let may_create = authorize::allowed_quietly(
+            shard,
+            req,
+            Operation::Create,
+            ResourceType::Cluster,
+            authorize::CLUSTER_NAME,
+        ) || authorize::topic(shard, req, Operation::Create, &name);
+        if !may_create {
+            refused.insert(
+                name,
+                TopicError::TopicUnauthorized("Authorization failed.".into()),
             );
             continue;
         }
@@ -93,18 +110,32 @@ pub async fn handle(shard: &Shard, req: &Request, body: CreateTopicsRequest) -> 
                     "the controller did not answer".into(),
                 )));
             match outcome {
-                Ok(info) => r
-                    // Kafka sends null here on success (ApiError.NONE has no message).
-                    .with_error_message(None)
-                    .with_configs(created_configs(shard, req.version, &info))
-                    .with_topic_id(Uuid::from_bytes(info.id))
-                    .with_num_partitions(info.partitions.len() as i32)
-                    .with_replication_factor(
-                        info.partitions
-                            .first()
-                            .map(|p| p.replicas.len() as i16)
-                            .unwrap_or(1),
-                    ),
+                Ok(info) => {
+                    let r = r
+                        // Kafka sends null here on success (ApiError.NONE has no message).
+                        .with_error_message(None)
+                        .with_topic_id(Uuid::from_bytes(info.id))
+                        .with_num_partitions(info.partitions.len() as i32)
+                        .with_replication_factor(
+                            info.partitions
+                                .first()
+                                .map(|p| p.replicas.len() as i16)
+                                .unwrap_or(1),
+                        );
+                    // The new topic's configs need DescribeConfigs on it (KIP-525).
+                    let visible = authorize::allowed_quietly(
+                        shard,
+                        req,
+                        Operation::DescribeConfigs,
+                        ResourceType::Topic,
+                        &name,
+                    );
+                    if visible {
+                        r.with_configs(created_configs(shard, req.version, &info))
+                    } else {
+                        r.with_topic_config_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())
+                    }
+                }
                 Err(e) => {
                     super::errors::refused(shard, ApiKey::CreateTopics, e.code(), &e.to_string());
                     r.with_error_code(e.code().code())

@@ -8,8 +8,9 @@
 //! As Kafka's `DelayedDeleteRecords`, the answer waits until every in-sync replica's log start
 //! has reached the offset (the low watermark), at most `timeout_ms`; then REQUEST_TIMED_OUT.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::protocol::errors::{code_for, ErrorCode};
+use crate::security::acl::Operation;
 use crate::shard::routing::on_partition;
 use crate::shard::Shard;
 use kafka_protocol::messages::delete_records_response::{
@@ -22,9 +23,17 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteRecordsRequest) ->
     let mut topics = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         let name = t.name.0.to_string();
+        // Kafka: Delete on the topic.
+        let authorized = authorize::topic(shard, req, Operation::Delete, &name);
         let moves = t.partitions.iter().map(|p| {
             let (name, index, offset) = (name.clone(), p.partition_index, p.offset);
             async move {
+                if !authorized {
+                    return DeleteRecordsPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_low_watermark(-1)
+                        .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code());
+                }
                 let moved = on_partition(shard, &name, index, move |part| {
                     Box::pin(async move {
                         if !part.log().config().cleanup_policy.deletes() {

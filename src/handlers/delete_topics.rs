@@ -2,9 +2,10 @@
 //! Kafka's `handleDeleteTopicsRequest`: both at once is INVALID_REQUEST, an id nobody has
 //! UNKNOWN_TOPIC_ID).
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -51,7 +52,17 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
             &DeleteTopicsResponse::default().with_responses(responses),
         );
     }
-    let names: Vec<String> = asked.iter().filter_map(|(n, _)| n.clone()).collect();
+    // Kafka: Delete on each topic (TOPIC_AUTHORIZATION_FAILED); a denied topic is not deleted.
+    let denied: std::collections::BTreeSet<String> = asked
+        .iter()
+        .filter_map(|(n, _)| n.clone())
+        .filter(|n| !authorize::topic(shard, req, Operation::Delete, n))
+        .collect();
+    let names: Vec<String> = asked
+        .iter()
+        .filter_map(|(n, _)| n.clone())
+        .filter(|n| !denied.contains(n))
+        .collect();
     // THROTTLING_QUOTA_EXCEEDED is an answer from v5 (KIP-599).
     let payer = super::throttle::mutation_payer(shard, req, 5);
     let (outcomes, throttle_ms) = on_controller(shard, move |s| async move {
@@ -75,6 +86,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: DeleteTopicsRequest) -> 
                 );
                 return r.with_error_code(ErrorCode::UNKNOWN_TOPIC_ID.code());
             };
+            if denied.contains(&name) {
+                let code = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
+                return r.with_error_code(code.code());
+            }
             match outcomes.iter().find(|(n, _)| *n == name).map(|(_, o)| o) {
                 Some(Ok(())) => r,
                 Some(Err(e)) => {

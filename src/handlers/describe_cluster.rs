@@ -5,8 +5,9 @@
 //! MISMATCHED_ENDPOINT_TYPE, any other type UNSUPPORTED_ENDPOINT_TYPE; v0 cannot carry those
 //! codes and gets INVALID_REQUEST. A controller id not among the brokers is answered as -1.
 
-use super::{authorized_operations, errors, Request, Response};
+use super::{authorize, authorized_operations, errors, Request, Response};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -16,6 +17,15 @@ const BROKERS_ENDPOINT: i8 = 1;
 const CONTROLLERS_ENDPOINT: i8 = 2;
 
 pub fn handle(shard: &Shard, req: &Request, body: DescribeClusterRequest) -> Response {
+    // Kafka: Describe on the cluster.
+    if !authorize::cluster(shard, req, Operation::Describe) {
+        let denied = DescribeClusterResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+        return req.respond(ApiKey::DescribeCluster, &denied);
+    }
     let endpoint = if req.version == 0 {
         BROKERS_ENDPOINT
     } else {

@@ -8,10 +8,11 @@
 //! resource `""` describes only the cluster's dynamic defaults; this broker's id describes
 //! every setting, read-only unless it is dynamic; another broker's id is INVALID_REQUEST.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::config::{is_dynamic, BrokerSettings, BROKER_KEYS};
 use crate::metadata::{topic_config, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use ferrite_shards::config::CONFIG_KEYS;
 use kafka_protocol::messages::describe_configs_response::{
@@ -108,6 +109,23 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                         None
                     })
             };
+            // Kafka: DescribeConfigs on the topic, or on the cluster for broker resources.
+            let (denied, code) = match r.resource_type {
+                TOPIC => (
+                    !authorize::topic(shard, req, Operation::DescribeConfigs, r.resource_name.as_str()),
+                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                ),
+                BROKER => (
+                    !authorize::cluster(shard, req, Operation::DescribeConfigs),
+                    ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                ),
+                _ => (false, ErrorCode::NONE),
+            };
+            if denied {
+                return base
+                    .with_error_code(code.code())
+                    .with_error_message(Some(s("Authorization failed.")));
+            }
             match r.resource_type {
                 TOPIC => {
                     let metadata = shard.metadata();

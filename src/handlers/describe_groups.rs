@@ -1,9 +1,10 @@
 //! DescribeGroups: a group's state, protocol and members with their subscriptions and
 //! assignments. A group that does not exist is described as Dead, as Kafka does.
 
-use super::{authorized_operations, errors, Request, Response};
+use super::{authorize, authorized_operations, errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::Shard;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
@@ -14,6 +15,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
     for group_id in body.groups {
         let id = group_id.to_string();
         let out = DescribedGroup::default().with_group_id(group_id);
+        if !authorize::group(shard, req, Operation::Describe, &id) {
+            let code = ErrorCode::GROUP_AUTHORIZATION_FAILED;
+            described.push(out.with_error_code(code.code()));
+            continue;
+        }
         if id.is_empty() {
             errors::refused(
                 shard,
@@ -49,7 +55,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: DescribeGroupsRequest) -
                 .with_protocol_data(StrBytes::from_string(d.protocol))
                 .with_authorized_operations(authorized_operations::if_asked(
                     body.include_authorized_operations,
-                    authorized_operations::GROUP,
+                    authorize::operations(shard, req, ResourceType::Group, &id),
                 ))
                 .with_members(
                     d.members

@@ -4,7 +4,9 @@
 //! broker does not hold are left out, as in Kafka. The offset lag is how far the replica's log
 //! end is behind the high watermark (0 for a leader).
 
-use super::{Request, Response};
+use super::{authorize, Request, Response};
+use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
@@ -21,6 +23,12 @@ use std::rc::Rc;
 type Replica = (String, i32, i64, i64);
 
 pub async fn handle(shard: &Shard, req: &Request, body: DescribeLogDirsRequest) -> Response {
+    // Kafka: Describe on the cluster.
+    if !authorize::cluster(shard, req, Operation::Describe) {
+        let denied = DescribeLogDirsResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code());
+        return req.respond(ApiKey::DescribeLogDirs, &denied);
+    }
     let asked: Option<BTreeSet<(String, i32)>> = body.topics.map(|topics| {
         topics
             .into_iter()

@@ -13,10 +13,11 @@
 //! Kafka answers only on the controller (NOT_CONTROLLER elsewhere); any Ferrite broker takes the
 //! request and the elected controller carries it out (`cluster/duties.rs`).
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller;
 use crate::metadata::{ClusterMetadata, PartitionInfo};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse, TopicName};
@@ -30,6 +31,12 @@ const UNCLEAN: i8 = 1;
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
 pub async fn handle(shard: &Shard, req: &Request, body: ElectLeadersRequest) -> Response {
+    // Kafka: Alter on the cluster.
+    if !authorize::cluster(shard, req, Operation::Alter) {
+        let denied = ElectLeadersResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code());
+        return req.respond(ApiKey::ElectLeaders, &denied);
+    }
     let election = if req.version >= 1 {
         body.election_type
     } else {

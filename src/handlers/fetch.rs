@@ -9,10 +9,11 @@
 //! owner (magic 0 for v0–1, magic 1 for v2–3, as Kafka 3.9 does), which copies instead of
 //! splicing and is counted in the metrics.
 
-use super::{errors, throttle};
+use super::{authorize, errors, throttle};
 use super::{Request, Response};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
+use crate::security::acl::Operation;
 use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::Conversion;
 use crate::shard::routing::on_partition;
@@ -34,6 +35,8 @@ struct Wanted {
     /// (partition, fetch offset, partition max bytes, current leader epoch or -1, the
     /// reader's log start or -1).
     partitions: Vec<(i32, i64, u64, i32, i64)>,
+    /// The authorizer said no (a consumer needs Read on the topic, a follower ClusterAction).
+    denied: bool,
 }
 
 /// Who fetches: a consumer reads below the high watermark; a follower (replica id ≥ 0) up to
@@ -74,6 +77,21 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         n if n > 0 => n as u64,
         _ => i32::MAX as u64,
     };
+    // From v15 a follower names itself in ReplicaState (KIP-903).
+    let replica_id = if req.version >= 15 {
+        body.replica_state.replica_id.0
+    } else {
+        body.replica_id.0
+    };
+    // Kafka: a follower's fetch needs ClusterAction on the cluster, a consumer's Read on
+    // each topic; either way a denied partition is TOPIC_AUTHORIZATION_FAILED.
+    let follower_allowed =
+        replica_id < 0 || authorize::cluster(shard, req, Operation::ClusterAction);
+    let may_read = |topic: Option<&str>| match topic {
+        _ if replica_id >= 0 => follower_allowed,
+        Some(name) => authorize::topic(shard, req, Operation::Read, name),
+        None => true,
+    };
     let metadata = shard.metadata();
     let wanted: Vec<Wanted> = body
         .topics
@@ -89,6 +107,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
                 (Some(name), id)
             };
             Wanted {
+                denied: !may_read(topic.as_deref()),
                 topic,
                 id,
                 partitions: t
@@ -108,12 +127,6 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         })
         .collect();
     drop(metadata);
-    // From v15 a follower names itself in ReplicaState (KIP-903).
-    let replica_id = if req.version >= 15 {
-        body.replica_state.replica_id.0
-    } else {
-        body.replica_id.0
-    };
     let reader = match replica_id {
         id if id >= 0 => Reader::Follower(id),
         _ => Reader::Consumer {
@@ -157,7 +170,12 @@ async fn read_all(
                     leader_epoch: epoch,
                     log_start,
                 };
-                read_partition(shard, w.topic.as_deref(), index, at, reader)
+                let topic = if w.denied {
+                    Err(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+                } else {
+                    w.topic.as_deref().ok_or(ErrorCode::UNKNOWN_TOPIC_ID)
+                };
+                read_partition(shard, topic, index, at, reader)
             },
         ))
     });
@@ -191,7 +209,7 @@ struct FetchAt {
 
 async fn read_partition(
     shard: &Shard,
-    topic: Option<&str>,
+    topic: Result<&str, ErrorCode>,
     index: i32,
     at: FetchAt,
     reader: Reader,
@@ -202,13 +220,16 @@ async fn read_partition(
         leader_epoch,
         log_start,
     } = at;
-    let Some(topic) = topic else {
-        return Fetched {
-            error: ErrorCode::UNKNOWN_TOPIC_ID,
-            high_watermark: -1,
-            log_start: -1,
-            ..Fetched::default()
-        };
+    let topic = match topic {
+        Ok(t) => t,
+        Err(error) => {
+            return Fetched {
+                error,
+                high_watermark: -1,
+                log_start: -1,
+                ..Fetched::default()
+            }
+        }
     };
     let read = on_partition(shard, topic, index, move |p| {
         Box::pin(async move {

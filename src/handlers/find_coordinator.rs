@@ -2,10 +2,11 @@
 //! (on a single broker, this broker). The first group lookup creates `__consumer_offsets`, as
 //! Kafka does, so the coordinator is ready when the client's JoinGroup arrives.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups::records::coordinator_partition;
 use crate::metadata::{BrokerEndpoint, ClusterMetadata, CONSUMER_OFFSETS_TOPIC};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::Shard;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -47,7 +48,26 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
     let metadata = shard.metadata();
     // Kafka's `getCoordinator`, per key.
     let coordinator_of = |key: &str| -> Result<(i32, BrokerEndpoint), ErrorCode> {
-        let node = match key_kind(req.version, body.key_type)? {
+        let kind = key_kind(req.version, body.key_type)?;
+        // Kafka: Describe on the group or the transactional id, checked first.
+        match kind {
+            KeyKind::Group if !authorize::group(shard, req, Operation::Describe, key) => {
+                return Err(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+            }
+            KeyKind::Transaction
+                if !authorize::allowed(
+                    shard,
+                    req,
+                    Operation::Describe,
+                    ResourceType::TransactionalId,
+                    key,
+                ) =>
+            {
+                return Err(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            }
+            _ => {}
+        }
+        let node = match kind {
             KeyKind::Group if not_ready.iter().any(|k| k == key) => {
                 return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
             }

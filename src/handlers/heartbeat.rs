@@ -1,14 +1,17 @@
 //! Heartbeat: a member says it is alive; the answer tells it when a rebalance has begun.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
 pub async fn handle(shard: &Shard, req: &Request, body: HeartbeatRequest) -> Response {
     let group_id = body.group_id.to_string();
-    let code = if group_id.is_empty() {
+    let code = if !authorize::group(shard, req, Operation::Read, &group_id) {
+        ErrorCode::GROUP_AUTHORIZATION_FAILED
+    } else if group_id.is_empty() {
         ErrorCode::INVALID_GROUP_ID
     } else {
         let member_id = body.member_id.to_string();

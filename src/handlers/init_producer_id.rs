@@ -4,9 +4,10 @@
 //! the producer's current one (KIP-360 epoch bumps only apply to transactional producers).
 //! Transactions are not supported: a transactional id is refused.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -21,6 +22,28 @@ pub async fn handle(shard: &Shard, req: &Request, body: InitProducerIdRequest) -
         );
         let resp = InitProducerIdResponse::default()
             .with_error_code(ErrorCode::INVALID_REQUEST.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        return req.respond(ApiKey::InitProducerId, &resp);
+    }
+    // Kafka (KIP-679): IdempotentWrite on the cluster, or Write on some topic.
+    let may_write = authorize::allowed_quietly(
+        shard,
+        req,
+        Operation::IdempotentWrite,
+        ResourceType::Cluster,
+        authorize::CLUSTER_NAME,
+    ) || authorize::may_on_some(shard, req, Operation::Write, ResourceType::Topic);
+    if !may_write {
+        let code = ErrorCode::CLUSTER_AUTHORIZATION_FAILED;
+        errors::refused(
+            shard,
+            ApiKey::InitProducerId,
+            code,
+            &"no Write on any topic",
+        );
+        let resp = InitProducerIdResponse::default()
+            .with_error_code(code.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
         return req.respond(ApiKey::InitProducerId, &resp);

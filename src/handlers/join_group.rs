@@ -1,9 +1,10 @@
 //! JoinGroup: a member asks to join (or rejoin) a group and waits until the join phase of the
 //! rebalance completes; the leader's answer carries every member's subscription.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups::{self, JoinArgs, JoinReply};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
@@ -13,7 +14,10 @@ use std::time::Duration;
 pub async fn handle(shard: &Shard, req: &Request, body: JoinGroupRequest) -> Response {
     let group_id = body.group_id.to_string();
     let member_id = body.member_id.to_string();
-    let reply = if group_id.is_empty() {
+    // Kafka checks Read on the group first.
+    let reply = if !authorize::group(shard, req, Operation::Read, &group_id) {
+        JoinReply::error(ErrorCode::GROUP_AUTHORIZATION_FAILED, &member_id)
+    } else if group_id.is_empty() {
         JoinReply::error(ErrorCode::INVALID_GROUP_ID, &member_id)
     } else {
         // v0 has no rebalance timeout: the session timeout stands for both.

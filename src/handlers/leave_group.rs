@@ -1,9 +1,10 @@
 //! LeaveGroup: members leave at once (v3+: several, by member or instance id) instead of
 //! waiting for their sessions to expire.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
@@ -24,15 +25,18 @@ pub async fn handle(shard: &Shard, req: &Request, body: LeaveGroupRequest) -> Re
     } else {
         vec![(body.member_id.to_string(), None)]
     };
-    let results: Result<Vec<ErrorCode>, ErrorCode> = if group_id.is_empty() {
-        Err(ErrorCode::INVALID_GROUP_ID)
-    } else {
-        let (group, asked) = (group_id.clone(), members.clone());
-        groups::on_coordinator(shard, &group_id, move |c, partition| {
-            Box::pin(async move { c.leave(partition, &group, asked) })
-        })
-        .await
-    };
+    let results: Result<Vec<ErrorCode>, ErrorCode> =
+        if !authorize::group(shard, req, Operation::Read, &group_id) {
+            Err(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+        } else if group_id.is_empty() {
+            Err(ErrorCode::INVALID_GROUP_ID)
+        } else {
+            let (group, asked) = (group_id.clone(), members.clone());
+            groups::on_coordinator(shard, &group_id, move |c, partition| {
+                Box::pin(async move { c.leave(partition, &group, asked) })
+            })
+            .await
+        };
     match &results {
         Err(code) => errors::refused(shard, ApiKey::LeaveGroup, *code, &"leave"),
         Ok(codes) => codes.iter().for_each(|&code| {

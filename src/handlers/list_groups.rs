@@ -1,7 +1,8 @@
 //! ListGroups: every group this broker coordinates (each shard lists its own), optionally
 //! filtered by state (v4+).
 
-use super::{Request, Response};
+use super::{authorize, Request, Response};
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::Shard;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -20,11 +21,29 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListGroupsRequest) -> Re
             Box::pin(async move { s.service::<crate::groups::Coordinator>().list() })
         })
         .await;
+    // Kafka: Describe on the cluster lists every group; otherwise only the groups the
+    // principal may describe, silently.
+    let all = authorize::allowed_quietly(
+        shard,
+        req,
+        Operation::Describe,
+        ResourceType::Cluster,
+        authorize::CLUSTER_NAME,
+    );
     let mut groups: Vec<crate::groups::ListedGroup> = per_shard
         .into_iter()
         .flatten()
         .flatten()
         .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+        .filter(|g| {
+            all || authorize::allowed_quietly(
+                shard,
+                req,
+                Operation::Describe,
+                ResourceType::Group,
+                &g.group_id,
+            )
+        })
         .collect();
     groups.sort();
     let listed = groups

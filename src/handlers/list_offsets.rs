@@ -7,9 +7,10 @@
 //! v0 is the pre-0.10 form: a list of up to `max_num_offsets` offsets, newest first, at
 //! segment granularity (`UnifiedLog.legacyFetchOffsetsBefore`).
 
-use super::errors;
+use super::{authorize, errors};
 use super::{Request, Response};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::routing::on_partition;
 use crate::shard::Shard;
 use bytes::Bytes;
@@ -38,11 +39,21 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListOffsetsRequest) -> R
     let v0 = req.version == 0;
     let lookups = body.topics.iter().map(|t| {
         let name = t.name.0.to_string();
+        let authorized = authorize::topic(shard, req, Operation::Describe, &name);
         futures::future::join_all(t.partitions.iter().map(move |p| {
             let name = name.clone();
             let (index, timestamp) = (p.partition_index, p.timestamp);
             let max_num_offsets = p.max_num_offsets;
             async move {
+                if !authorized {
+                    let code = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
+                    errors::refused(shard, ApiKey::ListOffsets, code, &name);
+                    return ListOffsetsPartitionResponse::default()
+                        .with_partition_index(index)
+                        .with_error_code(code.code())
+                        .with_offset(-1)
+                        .with_timestamp(-1);
+                }
                 if v0 {
                     return legacy_answer(
                         shard,

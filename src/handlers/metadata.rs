@@ -4,11 +4,13 @@
 //! (`auto.create.topics.enable`) and the request (v4+) allow it, with `num.partitions` and
 //! `default.replication.factor`; the answer then already lists it.
 
+use super::authorize::{self, CLUSTER_NAME};
 use super::errors;
 use super::{authorized_operations, Request, Response};
 use crate::controller::{self, NewTopic};
 use crate::metadata::{validate_topic_name, TopicInfo};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -17,7 +19,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 /// What a request asks for: every topic, topics by name, or (v12+, KIP-516) topics by id.
@@ -59,11 +61,29 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
             }
         }
     };
+    // Kafka's order: Describe is checked before existence (a denied name is
+    // TOPIC_AUTHORIZATION_FAILED whether it exists or not), then Create for auto-creation.
+    let may_describe = |name: &str| authorize::topic(shard, req, Operation::Describe, name);
+    let denied = |name: Option<&str>, id: Uuid| {
+        let code = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
+        errors::refused(
+            shard,
+            ApiKey::Metadata,
+            code,
+            &format_args!("topic {name:?}"),
+        );
+        MetadataResponseTopic::default()
+            .with_error_code(code.code())
+            .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_string()))))
+            .with_topic_id(id)
+    };
     if let Asked::Ids(ids) = asked {
         let metadata = shard.metadata();
         let topics = ids
             .iter()
             .map(|id| match metadata.topic_by_id(id.as_bytes()) {
+                // Topic ids are not secret: the id is answered, the name is not.
+                Some(t) if !may_describe(&t.name) => denied(None, *id),
                 Some(t) => topic_entry(t),
                 None => {
                     errors::refused(
@@ -85,17 +105,63 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
         Asked::Names(names) => Some(names),
         _ => None,
     };
+    let describable: BTreeSet<&str> = requested
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|n| may_describe(n))
+        .collect();
     let allow_auto =
         shard.config.broker.auto_create_topics && (version < 4 || body.allow_auto_topic_creation);
+    let mut may_not_create = BTreeSet::new();
     if let (true, Some(names)) = (allow_auto, &requested) {
-        auto_create(shard, names).await;
+        let missing: Vec<String> = {
+            let metadata = shard.metadata();
+            names
+                .iter()
+                .filter(|n| describable.contains(n.as_str()) && metadata.topic(n).is_none())
+                .cloned()
+                .collect()
+        };
+        let (creatable, refused): (Vec<String>, Vec<String>) = if authorize::allowed_quietly(
+            shard,
+            req,
+            Operation::Create,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        ) {
+            (missing, Vec::new())
+        } else {
+            missing
+                .into_iter()
+                .partition(|n| authorize::topic(shard, req, Operation::Create, n))
+        };
+        may_not_create.extend(refused);
+        auto_create(shard, &creatable).await;
     }
     let metadata = shard.metadata();
     let topics: Vec<MetadataResponseTopic> = match &requested {
-        None => metadata.topics.values().map(|t| topic_entry(t)).collect(),
+        // Every topic: those the principal may not describe are left out, unannounced.
+        None => metadata
+            .topics
+            .values()
+            .filter(|t| {
+                authorize::allowed_quietly(
+                    shard,
+                    req,
+                    Operation::Describe,
+                    ResourceType::Topic,
+                    &t.name,
+                )
+            })
+            .map(|t| topic_entry(t))
+            .collect(),
         Some(names) => names
             .iter()
             .map(|name| match metadata.topic(name) {
+                _ if !describable.contains(name.as_str()) || may_not_create.contains(name) => {
+                    denied(Some(name), Uuid::nil())
+                }
                 Some(t) => topic_entry(t),
                 None => {
                     let code = if validate_topic_name(name).is_err() {
@@ -136,9 +202,18 @@ fn respond(
 ) -> Response {
     if operations.topics {
         for t in topics.iter_mut().filter(|t| t.error_code == 0) {
-            t.topic_authorized_operations = authorized_operations::TOPIC;
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            t.topic_authorized_operations =
+                authorize::operations(shard, req, ResourceType::Topic, &name);
         }
     }
+    let cluster_operations = if !operations.cluster {
+        authorized_operations::NOT_REQUESTED
+    } else if authorize::cluster(shard, req, Operation::Describe) {
+        authorize::operations(shard, req, ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        0
+    };
     let metadata = shard.metadata();
     let brokers = metadata
         .brokers_on(&req.connection.listener.name)
@@ -154,10 +229,7 @@ fn respond(
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(metadata.cluster_id.clone())))
         .with_controller_id(BrokerId(metadata.controller_id))
-        .with_cluster_authorized_operations(authorized_operations::if_asked(
-            operations.cluster,
-            authorized_operations::CLUSTER,
-        ))
+        .with_cluster_authorized_operations(cluster_operations)
         .with_topics(topics);
     req.respond(ApiKey::Metadata, &resp)
 }

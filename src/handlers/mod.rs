@@ -6,9 +6,11 @@
 //! version, answered in v0 with UNSUPPORTED_VERSION so the client can retry lower (KIP-511).
 //! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
+mod acls;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
+mod authorize;
 mod authorized_operations;
 mod client_quotas;
 mod create_partitions;
@@ -140,6 +142,7 @@ impl ConnectionState {
 
 /// The request as handlers see it.
 pub struct Request {
+    pub api_key: ApiKey,
     pub version: i16,
     pub correlation_id: i32,
     /// The client's `client.id` ("" when it sent none).
@@ -291,6 +294,7 @@ async fn dispatch(
     }
     tracing::trace!(shard = %shard.id, ?api_key, version, correlation_id, "request");
     let req = Request {
+        api_key,
         version,
         correlation_id,
         client_id,
@@ -327,6 +331,9 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
         RequestKind::SaslHandshake(r) => sasl::handle_handshake(shard, req, r),
+        RequestKind::CreateAcls(r) => acls::handle_create(shard, req, r).await,
+        RequestKind::DescribeAcls(r) => acls::handle_describe(shard, req, r),
+        RequestKind::DeleteAcls(r) => acls::handle_delete(shard, req, r).await,
         RequestKind::SaslAuthenticate(r) => sasl::handle_authenticate(shard, req, r).await,
         RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, req, r),
         RequestKind::DeleteRecords(r) => delete_records::handle(shard, req, r).await,

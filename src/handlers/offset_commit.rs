@@ -1,9 +1,10 @@
 //! OffsetCommit: stores a group's positions (offset, leader epoch, metadata) durably in
 //! `__consumer_offsets`; one error code per partition.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups::{self, CommitArgs, CommitOffset};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -12,10 +13,20 @@ use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse
 
 pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> Response {
     let group_id = body.group_id.to_string();
+    // Kafka: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED), then Read
+    // on each topic (a denied topic's partitions TOPIC_AUTHORIZATION_FAILED, not committed).
+    let group_allowed = authorize::group(shard, req, Operation::Read, &group_id);
+    let topic_allowed: Vec<bool> = body
+        .topics
+        .iter()
+        .map(|t| !group_allowed || authorize::topic(shard, req, Operation::Read, t.name.as_str()))
+        .collect();
     let offsets: Vec<CommitOffset> = body
         .topics
         .iter()
-        .flat_map(|t| {
+        .zip(&topic_allowed)
+        .filter(|(_, allowed)| **allowed)
+        .flat_map(|(t, _)| {
             t.partitions.iter().map(|p| CommitOffset {
                 topic: t.name.to_string(),
                 partition: p.partition_index,
@@ -26,7 +37,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
         })
         .collect();
     let count = offsets.len();
-    let codes: Vec<ErrorCode> = if group_id.is_empty() {
+    let codes: Vec<ErrorCode> = if !group_allowed {
+        vec![ErrorCode::GROUP_AUTHORIZATION_FAILED; count]
+    } else if group_id.is_empty() {
         vec![ErrorCode::INVALID_GROUP_ID; count]
     } else {
         let args = CommitArgs {
@@ -54,16 +67,22 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetCommitRequest) -> 
     let topics = body
         .topics
         .into_iter()
-        .map(|t| {
+        .zip(topic_allowed)
+        .map(|(t, allowed)| {
             OffsetCommitResponseTopic::default()
                 .with_name(t.name)
                 .with_partitions(
                     t.partitions
                         .iter()
                         .map(|p| {
+                            let code = if allowed {
+                                codes.next().unwrap_or(ErrorCode::NONE)
+                            } else {
+                                ErrorCode::TOPIC_AUTHORIZATION_FAILED
+                            };
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
-                                .with_error_code(codes.next().unwrap_or(ErrorCode::NONE).code())
+                                .with_error_code(code.code())
                         })
                         .collect(),
                 )

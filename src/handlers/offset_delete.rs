@@ -5,9 +5,10 @@
 //! then no partition of an existing topic is listed; partitions of topics the group's members
 //! consume are GROUP_SUBSCRIBED_TO_TOPIC.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups;
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
@@ -21,10 +22,17 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetDeleteRequest) -> 
     let metadata = shard.metadata();
     let mut answers: BTreeMap<String, Vec<(i32, ErrorCode)>> = BTreeMap::new();
     let mut asked = Vec::new();
+    // Kafka: Delete on the group (below), Read on each topic, checked before existence.
     for t in &body.topics {
         let name = t.name.to_string();
+        let readable = authorize::topic(shard, req, Operation::Read, &name);
         for p in &t.partitions {
-            if metadata.partition(&name, p.partition_index).is_some() {
+            if !readable {
+                answers
+                    .entry(name.clone())
+                    .or_default()
+                    .push((p.partition_index, ErrorCode::TOPIC_AUTHORIZATION_FAILED));
+            } else if metadata.partition(&name, p.partition_index).is_some() {
                 asked.push((name.clone(), p.partition_index));
             } else {
                 answers
@@ -35,7 +43,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetDeleteRequest) -> 
         }
     }
     drop(metadata);
-    let group_error = if group_id.is_empty() {
+    let group_error = if !authorize::group(shard, req, Operation::Delete, &group_id) {
+        ErrorCode::GROUP_AUTHORIZATION_FAILED
+    } else if group_id.is_empty() {
         ErrorCode::INVALID_GROUP_ID
     } else if asked.is_empty() {
         ErrorCode::NONE

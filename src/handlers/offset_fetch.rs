@@ -1,9 +1,10 @@
 //! OffsetFetch: a group's committed positions, exactly as committed (offset, leader epoch,
 //! metadata); -1 where nothing was committed. v8 asks for several groups at once.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups::{self, coordinator::CommittedOffsets as Committed, records::OffsetValue};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::Shard;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -11,6 +12,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeSet;
 
 pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> Response {
     if req.version >= 8 {
@@ -21,7 +23,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let (code, committed) = fetch(shard, g.group_id.to_string(), topics).await;
+            let (code, committed, denied) = fetch(shard, req, g.group_id.to_string(), topics).await;
             groups_out.push(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id)
@@ -30,6 +32,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                         committed
                             .into_iter()
                             .map(|(name, partitions)| {
+                                let code = topic_code(&denied, &name);
                                 OffsetFetchResponseTopics::default()
                                     .with_name(topic_name(name))
                                     .with_partitions(
@@ -42,6 +45,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                                                     .with_committed_offset(offset)
                                                     .with_committed_leader_epoch(epoch)
                                                     .with_metadata(Some(metadata))
+                                                    .with_error_code(code.code())
                                             })
                                             .collect(),
                                     )
@@ -60,10 +64,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
-    let (code, committed) = fetch(shard, body.group_id.to_string(), topics).await;
+    let (code, committed, denied) = fetch(shard, req, body.group_id.to_string(), topics).await;
     let topics = committed
         .into_iter()
         .map(|(name, partitions)| {
+            let topic_code = topic_code(&denied, &name);
             OffsetFetchResponseTopic::default()
                 .with_name(topic_name(name))
                 .with_partitions(
@@ -77,7 +82,13 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                                 .with_committed_offset(offset)
                                 .with_committed_leader_epoch(epoch)
                                 .with_metadata(Some(metadata))
-                                .with_error_code(if req.version < 2 { code.code() } else { 0 })
+                                .with_error_code(if topic_code.is_error() {
+                                    topic_code.code()
+                                } else if req.version < 2 {
+                                    code.code()
+                                } else {
+                                    0
+                                })
                         })
                         .collect(),
                 )
@@ -91,9 +102,48 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
     )
 }
 
-/// The group's offsets, or a group-level error code with whatever was asked, unanswered.
+/// TOPIC_AUTHORIZATION_FAILED for a topic the principal may not describe.
+fn topic_code(denied: &BTreeSet<String>, topic: &str) -> ErrorCode {
+    if denied.contains(topic) {
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED
+    } else {
+        ErrorCode::NONE
+    }
+}
+
+/// The group's offsets, or a group-level error code with whatever was asked, unanswered;
+/// and the asked topics the principal may not describe. Kafka: Describe on the group (else
+/// GROUP_AUTHORIZATION_FAILED), then Describe on each topic: a denied topic asked by name is
+/// answered TOPIC_AUTHORIZATION_FAILED, one among "all topics" is left out.
 async fn fetch(
     shard: &Shard,
+    req: &Request,
+    group_id: String,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> (ErrorCode, Committed, BTreeSet<String>) {
+    let (code, mut committed) = fetch_group(shard, req, group_id, topics.clone()).await;
+    let mut denied = BTreeSet::new();
+    if code.is_error() {
+        return (code, committed, denied);
+    }
+    match topics {
+        Some(_) => {
+            for (topic, _) in &committed {
+                if !authorize::topic(shard, req, Operation::Describe, topic) {
+                    denied.insert(topic.clone());
+                }
+            }
+        }
+        None => committed.retain(|(topic, _)| {
+            authorize::allowed_quietly(shard, req, Operation::Describe, ResourceType::Topic, topic)
+        }),
+    }
+    (code, committed, denied)
+}
+
+async fn fetch_group(
+    shard: &Shard,
+    req: &Request,
     group_id: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> (ErrorCode, Committed) {
@@ -104,6 +154,9 @@ async fn fetch(
             .map(|(t, ps)| (t.clone(), ps.iter().map(|p| (*p, None)).collect()))
             .collect()
     };
+    if !authorize::group(shard, req, Operation::Describe, &group_id) {
+        return (ErrorCode::GROUP_AUTHORIZATION_FAILED, unanswered(&topics));
+    }
     if group_id.is_empty() {
         errors::refused(
             shard,

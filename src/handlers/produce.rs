@@ -10,8 +10,9 @@
 //! (`Log::admit`).
 
 use super::produce_checks::{self, Refusal};
-use super::{errors, throttle, Request, Response};
+use super::{authorize, errors, throttle, Request, Response};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::Conversion;
 use crate::shard::routing::on_partition;
@@ -71,10 +72,18 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
     let mut layout = Vec::with_capacity(body.topic_data.len());
     for topic in body.topic_data {
         let name = topic.name.0.to_string();
+        // Kafka checks Write before the topic's existence, so a denied client cannot tell.
+        let authorized = authorize::topic(shard, req, Operation::Write, &name);
         let mut indexes = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
             indexes.push(p.index);
-            let before_append = request_refusal.clone().or_else(|| {
+            let denied = (!authorized).then(|| {
+                (
+                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                    format!("Write on topic {name} denied"),
+                )
+            });
+            let before_append = request_refusal.clone().or(denied).or_else(|| {
                 partition_refusal(shard, req, &name, p.index, acks, p.records.as_ref())
             });
             let name = name.clone();

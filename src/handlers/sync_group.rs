@@ -1,16 +1,19 @@
 //! SyncGroup: after the join phase, the leader sends the assignment and every member waits to
 //! receive its own share.
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::groups::{self, SyncArgs, SyncReply};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::shard::Shard;
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 pub async fn handle(shard: &Shard, req: &Request, body: SyncGroupRequest) -> Response {
     let group_id = body.group_id.to_string();
-    let reply = if group_id.is_empty() {
+    let reply = if !authorize::group(shard, req, Operation::Read, &group_id) {
+        SyncReply::error(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+    } else if group_id.is_empty() {
         SyncReply::error(ErrorCode::INVALID_GROUP_ID)
     } else {
         let args = SyncArgs {

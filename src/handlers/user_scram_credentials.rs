@@ -10,9 +10,10 @@
 //!   RESOURCE_NOT_FOUND; a user with any of these changes nothing. The others are written
 //!   together (`controller::alter_scram_users`).
 
-use super::{errors, Request, Response};
+use super::{authorize, errors, Request, Response};
 use crate::controller::{self, TopicError};
 use crate::protocol::errors::ErrorCode;
+use crate::security::acl::Operation;
 use crate::security::scram::{self, Credential, Mechanism};
 use crate::shard::routing::on_controller;
 use crate::shard::Shard;
@@ -38,6 +39,15 @@ pub fn handle_describe(
     req: &Request,
     body: DescribeUserScramCredentialsRequest,
 ) -> Response {
+    // Kafka: Describe on the cluster.
+    if !authorize::cluster(shard, req, Operation::Describe) {
+        let denied = DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+        return req.respond(ApiKey::DescribeUserScramCredentials, &denied);
+    }
     let metadata = shard.metadata();
     let described = |user: &str| -> DescribeUserScramCredentialsResult {
         let infos = metadata.scram_users.get(user).map(|credentials| {
@@ -143,14 +153,26 @@ pub async fn handle_alter(
 ) -> Response {
     // Each user's fate: refused (and why) or its new set of credentials.
     let mut refusals: BTreeMap<String, Refusal> = BTreeMap::new();
+    // Kafka: Alter on the cluster, else every user CLUSTER_AUTHORIZATION_FAILED.
+    if !authorize::cluster(shard, req, Operation::Alter) {
+        let denied = (
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.".to_string(),
+        );
+        let names = body.deletions.iter().map(|d| d.name.to_string());
+        let names = names.chain(body.upsertions.iter().map(|u| u.name.to_string()));
+        for name in names {
+            refusals.insert(name, denied.clone());
+        }
+    }
     for d in &body.deletions {
         if let Some(r) = illegal(&d.name, d.mechanism, None) {
-            refusals.insert(d.name.to_string(), r);
+            refusals.entry(d.name.to_string()).or_insert(r);
         }
     }
     for u in &body.upsertions {
         if let Some(r) = illegal(&u.name, u.mechanism, Some(u.iterations)) {
-            refusals.insert(u.name.to_string(), r);
+            refusals.entry(u.name.to_string()).or_insert(r);
         }
     }
     let pairs: Vec<(String, i8)> = body

@@ -149,6 +149,8 @@ pub struct ClusterMetadata {
     /// SCRAM users: name → mechanism → Kafka's credential text (`security::scram`), kept in
     /// `meta/users.json` or in `/config/users/<name>`.
     pub scram_users: store::ScramUsers,
+    /// ACLs (CreateAcls), kept in `meta/acls.json` or under `/kafka-acl`.
+    pub acls: crate::security::acl::AclTable,
 }
 
 impl ClusterMetadata {

@@ -13,6 +13,7 @@ use super::{
     cluster_id_string, random_id, BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo,
     TopicInfo,
 };
+use crate::security::acl::{self, AclBinding, AclTable};
 use ferrite_shards::placement::{assign_balanced, ShardId};
 use ferrite_shards::uring;
 use serde::{Deserialize, Serialize};
@@ -150,6 +151,7 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
         reassignments: BTreeMap::new(),
         client_quotas: load_client_quotas(data_dir)?,
         scram_users: load_users(data_dir)?,
+        acls: load_acls(data_dir)?,
     };
     let moved = replace_missing_shards(&mut metadata, shards);
     if moved > 0 {
@@ -311,6 +313,31 @@ pub fn save_users_blocking(data_dir: &Path, users: &ScramUsers) -> std::io::Resu
 /// Writes `meta/users.json` (the broker, for AlterUserScramCredentials).
 pub async fn save_users(data_dir: &Path, users: &ScramUsers) -> std::io::Result<()> {
     write_json(&users_path(data_dir), users).await
+}
+
+fn acls_path(data_dir: &Path) -> PathBuf {
+    meta_dir(data_dir).join("acls.json")
+}
+
+/// The ACLs in `meta/acls.json`, a list of bindings (none when it is missing).
+pub fn load_acls(data_dir: &Path) -> std::io::Result<AclTable> {
+    let list: Vec<AclBinding> = read_json_or_default(&acls_path(data_dir))?;
+    Ok(acl::table_of(list))
+}
+
+/// Writes `meta/acls.json` atomically (blocking: `ferrite acl`, while no broker runs).
+pub fn save_acls_blocking(data_dir: &Path, acls: &AclTable) -> std::io::Result<()> {
+    let list: Vec<AclBinding> = acl::bindings(acls).collect();
+    std::fs::create_dir_all(meta_dir(data_dir))?;
+    write_blocking(
+        &acls_path(data_dir),
+        &serde_json::to_vec_pretty(&list).expect("serialisable"),
+    )
+}
+
+pub async fn save_acls(data_dir: &Path, acls: &AclTable) -> std::io::Result<()> {
+    let list: Vec<AclBinding> = acl::bindings(acls).collect();
+    write_json(&acls_path(data_dir), &list).await
 }
 
 fn broker_configs_path(data_dir: &Path) -> PathBuf {

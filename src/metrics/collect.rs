@@ -137,6 +137,15 @@ fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {
             count,
         );
     }
+    for ((slot, principal), &count) in m.denials.borrow().iter() {
+        let api = api_name(*slot);
+        e.counter(
+            "ferrite_authorization_denied_total",
+            "Requests or parts of requests the authorizer denied, by API and principal.",
+            &[("shard", shard), ("api", &api), ("principal", principal)],
+            count,
+        );
+    }
     for (way, c) in [("up", &m.conversions[0]), ("down", &m.conversions[1])] {
         let labels: &[(&str, &str)] = &[("shard", shard), ("direction", way)];
         e.counter(

@@ -32,6 +32,13 @@ impl ErrorCode {
     pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode =
         ErrorCode::of(ResponseError::UnsupportedSaslMechanism);
     pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode::of(ResponseError::IllegalSaslState);
+    pub const SECURITY_DISABLED: ErrorCode = ErrorCode::of(ResponseError::SecurityDisabled);
+    pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode =
+        ErrorCode::of(ResponseError::TopicAuthorizationFailed);
+    pub const GROUP_AUTHORIZATION_FAILED: ErrorCode =
+        ErrorCode::of(ResponseError::GroupAuthorizationFailed);
+    pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode =
+        ErrorCode::of(ResponseError::ClusterAuthorizationFailed);
     pub const SASL_AUTHENTICATION_FAILED: ErrorCode =
         ErrorCode::of(ResponseError::SaslAuthenticationFailed);
     pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode::of(ResponseError::ResourceNotFound);

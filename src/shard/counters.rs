@@ -36,6 +36,10 @@ pub struct ShardMetrics {
     pub(crate) refused: Vec<Cell<u64>>,
     /// Kafka error codes in responses: (API slot, code) → count. Errors are rare, so a map.
     pub(crate) errors: RefCell<BTreeMap<(usize, ErrorCode), u64>>,
+    /// Authorization denials by API slot and principal.
+    pub(crate) denials: RefCell<BTreeMap<(usize, String), u64>>,
+    /// When a denial was last logged (they are logged at most once a second per shard).
+    pub(crate) denial_logged: Cell<Option<std::time::Instant>>,
     /// Record bytes this shard sent in fetch responses, by topic and partition (whichever
     /// shard owns the partition).
     pub(crate) fetched_bytes: RefCell<HashMap<String, HashMap<i32, u64>>>,
@@ -70,6 +74,8 @@ impl Default for ShardMetrics {
             durations: (0..slots).map(|_| Histogram::default()).collect(),
             refused: (0..slots).map(|_| Cell::new(0)).collect(),
             errors: RefCell::new(BTreeMap::new()),
+            denials: RefCell::new(BTreeMap::new()),
+            denial_logged: Cell::new(None),
             fetched_bytes: RefCell::new(HashMap::new()),
             conversions: Default::default(),
         }
@@ -116,6 +122,25 @@ impl ShardMetrics {
                 .entry((slot_of(api), code))
                 .or_default() += 1;
         }
+    }
+
+    /// An authorization denial of `api` for `principal`; whether to log it (at most once a
+    /// second per shard, so a client retrying in a loop cannot flood the log).
+    pub fn denied(&self, api: ApiKey, principal: &str) -> bool {
+        *self
+            .denials
+            .borrow_mut()
+            .entry((slot_of(api), principal.to_string()))
+            .or_default() += 1;
+        let now = std::time::Instant::now();
+        let due = self
+            .denial_logged
+            .get()
+            .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
+        if due {
+            self.denial_logged.set(Some(now));
+        }
+        due
     }
 
     /// Records converted between message formats, the time it took and the bytes it built.

@@ -253,6 +253,36 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         .with_mechanism(2),
                 ]),
         ),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(
+            vec![create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(s("fuzz"))
+                .with_resource_pattern_type(3)
+                .with_principal(s("User:fuzz"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3)],
+        )),
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(
+            DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(1)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1),
+        ),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(DeleteAclsRequest::default().with_filters(
+            vec![delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(s("fuzz")))
+                .with_pattern_type_filter(3)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1)],
+        )),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")),
         ),
@@ -311,6 +341,9 @@ impl DefaultOf for RequestKind {
             RequestKind::CreatePartitions(_) => RequestKind::CreatePartitions(Default::default()),
             RequestKind::DescribeCluster(_) => RequestKind::DescribeCluster(Default::default()),
             RequestKind::SaslHandshake(_) => RequestKind::SaslHandshake(Default::default()),
+            RequestKind::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
+            RequestKind::DescribeAcls(_) => RequestKind::DescribeAcls(Default::default()),
+            RequestKind::DeleteAcls(_) => RequestKind::DeleteAcls(Default::default()),
             RequestKind::SaslAuthenticate(_) => RequestKind::SaslAuthenticate(Default::default()),
             RequestKind::DeleteRecords(_) => RequestKind::DeleteRecords(Default::default()),
             RequestKind::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),

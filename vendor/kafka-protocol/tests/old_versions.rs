@@ -11,10 +11,16 @@
 use std::fmt::Debug;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_acls_request::*;
+use kafka_protocol::messages::create_acls_response::*;
 use kafka_protocol::messages::create_topics_request::*;
 use kafka_protocol::messages::create_topics_response::*;
+use kafka_protocol::messages::delete_acls_request::*;
+use kafka_protocol::messages::delete_acls_response::*;
 use kafka_protocol::messages::delete_topics_request::*;
 use kafka_protocol::messages::delete_topics_response::*;
+use kafka_protocol::messages::describe_acls_request::*;
+use kafka_protocol::messages::describe_acls_response::*;
 use kafka_protocol::messages::describe_configs_request::*;
 use kafka_protocol::messages::describe_configs_response::*;
 use kafka_protocol::messages::fetch_request::*;
@@ -205,6 +211,9 @@ fn version_ranges_cover_kafka_3_9() {
         4,
         4,
     );
+    check::<DescribeAclsRequest, DescribeAclsResponse>(ApiKey::DescribeAcls, 3, 3);
+    check::<CreateAclsRequest, CreateAclsResponse>(ApiKey::CreateAcls, 3, 3);
+    check::<DeleteAclsRequest, DeleteAclsResponse>(ApiKey::DeleteAcls, 3, 3);
 
     // The re-added versions are marked deprecated (Kafka removed them in 4.0).
     let dep = |r: Option<kafka_protocol::protocol::VersionRange>| r.map(|r| (r.min, r.max));
@@ -223,7 +232,13 @@ fn version_ranges_cover_kafka_3_9() {
         dep(OffsetForLeaderEpochRequest::DEPRECATED_VERSIONS),
         Some((0, 1))
     );
+    assert_eq!(dep(DescribeAclsRequest::DEPRECATED_VERSIONS), Some((0, 0)));
+    assert_eq!(dep(CreateAclsRequest::DEPRECATED_VERSIONS), Some((0, 0)));
+    assert_eq!(dep(DeleteAclsRequest::DEPRECATED_VERSIONS), Some((0, 0)));
     assert_eq!(dep(ProduceResponse::DEPRECATED_VERSIONS), None);
+    assert_eq!(dep(DescribeAclsResponse::DEPRECATED_VERSIONS), None);
+    assert_eq!(dep(CreateAclsResponse::DEPRECATED_VERSIONS), None);
+    assert_eq!(dep(DeleteAclsResponse::DEPRECATED_VERSIONS), None);
 }
 
 #[test]
@@ -239,6 +254,9 @@ fn old_versions_use_the_classic_headers() {
         (ApiKey::DeleteTopics, 4),
         (ApiKey::DescribeConfigs, 4),
         (ApiKey::OffsetForLeaderEpoch, 4),
+        (ApiKey::DescribeAcls, 2),
+        (ApiKey::CreateAcls, 2),
+        (ApiKey::DeleteAcls, 2),
     ];
     for (key, flexible) in apis {
         for v in 0..=key.valid_versions().max {
@@ -1595,6 +1613,479 @@ fn offset_for_leader_epoch_round_trips_every_version() {
     }
     for v in 0..=OffsetForLeaderEpochResponse::VERSIONS.max {
         round_trip(&offset_for_leader_epoch_response_sample(v), v);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CreateAcls, DescribeAcls, DeleteAcls
+//
+// Version 0 has no pattern type fields: the pattern is LITERAL (3), which is the default of
+// those fields. Version 1 adds them (an int8 each, not ignorable), otherwise v0 and v1 are the
+// same on the wire; v2 is the first flexible version.
+
+/// AclPatternType LITERAL and PREFIXED.
+const LITERAL: i8 = 3;
+const PREFIXED: i8 = 4;
+
+#[test]
+fn create_acls_v0_bytes() {
+    // request v0: Creations [ResourceType int8, ResourceName string, Principal string,
+    //                        Host string, Operation int8, PermissionType int8]
+    // v1 inserts ResourcePatternType int8 after ResourceName.
+    let req = CreateAclsRequest::default().with_creations(vec![
+        AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t"))
+            .with_principal(s("User:a"))
+            .with_host(s("*"))
+            .with_operation(3)
+            .with_permission_type(3),
+        AclCreation::default()
+            .with_resource_type(3)
+            .with_resource_name(s("g"))
+            .with_principal(s("User:b"))
+            .with_host(s("h"))
+            .with_operation(4)
+            .with_permission_type(2),
+    ]);
+    assert_eq!(req.creations[0].resource_pattern_type, LITERAL);
+    let v0 = W::new()
+        .arr(2)
+        .i8(2)
+        .str("t")
+        .str("User:a")
+        .str("*")
+        .i8(3)
+        .i8(3)
+        .i8(3)
+        .str("g")
+        .str("User:b")
+        .str("h")
+        .i8(4)
+        .i8(2)
+        .done();
+    check_wire(&req, 0, &v0);
+    let v1 = W::new()
+        .arr(2)
+        .i8(2)
+        .str("t")
+        .i8(LITERAL)
+        .str("User:a")
+        .str("*")
+        .i8(3)
+        .i8(3)
+        .i8(3)
+        .str("g")
+        .i8(LITERAL)
+        .str("User:b")
+        .str("h")
+        .i8(4)
+        .i8(2)
+        .done();
+    check_wire(&req, 1, &v1);
+    // No pattern type on the v0 wire: one byte less per creation.
+    assert_eq!(
+        req.compute_size(1).unwrap() - req.compute_size(0).unwrap(),
+        2
+    );
+    // A non-literal pattern cannot be sent at v0.
+    let mut prefixed = req.clone();
+    prefixed.creations[0].resource_pattern_type = PREFIXED;
+    assert!(encode_err(&prefixed, 0).contains("not available"));
+    encode(&prefixed, 1);
+
+    // response v0 (same as v1): ThrottleTimeMs int32,
+    //   Results [ErrorCode int16, ErrorMessage nullable string]
+    let resp = CreateAclsResponse::default()
+        .with_throttle_time_ms(5)
+        .with_results(vec![
+            AclCreationResult::default()
+                .with_error_code(0)
+                .with_error_message(None),
+            AclCreationResult::default()
+                .with_error_code(87)
+                .with_error_message(Some(s("bad"))),
+        ]);
+    let wire = W::new()
+        .i32(5)
+        .arr(2)
+        .i16(0)
+        .nstr(None)
+        .i16(87)
+        .nstr(Some("bad"))
+        .done();
+    check_wire(&resp, 0, &wire);
+    check_wire(&resp, 1, &wire);
+}
+
+fn create_acls_request_sample(v: i16) -> CreateAclsRequest {
+    CreateAclsRequest::default().with_creations(vec![
+        AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t"))
+            .with_resource_pattern_type(if v >= 1 { PREFIXED } else { LITERAL })
+            .with_principal(s("User:a"))
+            .with_host(s("*"))
+            .with_operation(3)
+            .with_permission_type(3),
+        AclCreation::default()
+            .with_resource_type(if v >= 3 { 7 } else { 3 }) // USER (7) from v3
+            .with_resource_name(s("x"))
+            .with_principal(s("User:b"))
+            .with_host(s("h"))
+            .with_operation(2)
+            .with_permission_type(2),
+    ])
+}
+
+fn create_acls_response_sample(_v: i16) -> CreateAclsResponse {
+    CreateAclsResponse::default()
+        .with_throttle_time_ms(1)
+        .with_results(vec![
+            AclCreationResult::default().with_error_message(None),
+            AclCreationResult::default()
+                .with_error_code(31)
+                .with_error_message(Some(s("e"))),
+        ])
+}
+
+#[test]
+fn create_acls_round_trips_every_version() {
+    for v in 0..=CreateAclsRequest::VERSIONS.max {
+        round_trip(&create_acls_request_sample(v), v);
+    }
+    for v in 0..=CreateAclsResponse::VERSIONS.max {
+        round_trip(&create_acls_response_sample(v), v);
+    }
+}
+
+#[test]
+fn describe_acls_v0_bytes() {
+    // request v0: ResourceTypeFilter int8, ResourceNameFilter nullable string,
+    //             PrincipalFilter nullable string, HostFilter nullable string,
+    //             Operation int8, PermissionType int8
+    // v1 inserts PatternTypeFilter int8 after ResourceNameFilter.
+    let req = DescribeAclsRequest::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("t")))
+        .with_principal_filter(None)
+        .with_host_filter(Some(s("*")))
+        .with_operation(1)
+        .with_permission_type(1);
+    assert_eq!(req.pattern_type_filter, LITERAL);
+    let v0 = W::new()
+        .i8(2)
+        .nstr(Some("t"))
+        .nstr(None)
+        .nstr(Some("*"))
+        .i8(1)
+        .i8(1)
+        .done();
+    check_wire(&req, 0, &v0);
+    let v1 = W::new()
+        .i8(2)
+        .nstr(Some("t"))
+        .i8(LITERAL)
+        .nstr(None)
+        .nstr(Some("*"))
+        .i8(1)
+        .i8(1)
+        .done();
+    check_wire(&req, 1, &v1);
+    assert_eq!(v1.len() - v0.len(), 1);
+    // ANY (1) or MATCH (4) pattern filters only exist from v1.
+    assert!(encode_err(&req.clone().with_pattern_type_filter(1), 0).contains("not available"));
+
+    // response v0: ThrottleTimeMs int32, ErrorCode int16, ErrorMessage nullable string,
+    //   Resources [ResourceType int8, ResourceName string,
+    //              Acls [Principal string, Host string, Operation int8, PermissionType int8]]
+    // v1 inserts PatternType int8 after ResourceName.
+    let resp = DescribeAclsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_resources(vec![DescribeAclsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t"))
+            .with_acls(vec![
+                AclDescription::default()
+                    .with_principal(s("User:a"))
+                    .with_host(s("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+                AclDescription::default()
+                    .with_principal(s("User:b"))
+                    .with_host(s("h"))
+                    .with_operation(4)
+                    .with_permission_type(2),
+            ])]);
+    let v0 = W::new()
+        .i32(0)
+        .i16(0)
+        .nstr(None)
+        .arr(1)
+        .i8(2)
+        .str("t")
+        .arr(2)
+        .str("User:a")
+        .str("*")
+        .i8(3)
+        .i8(3)
+        .str("User:b")
+        .str("h")
+        .i8(4)
+        .i8(2)
+        .done();
+    check_wire(&resp, 0, &v0);
+    let v1 = W::new()
+        .i32(0)
+        .i16(0)
+        .nstr(None)
+        .arr(1)
+        .i8(2)
+        .str("t")
+        .i8(LITERAL)
+        .arr(2)
+        .str("User:a")
+        .str("*")
+        .i8(3)
+        .i8(3)
+        .str("User:b")
+        .str("h")
+        .i8(4)
+        .i8(2)
+        .done();
+    check_wire(&resp, 1, &v1);
+    assert_eq!(v1.len() - v0.len(), 1);
+    let decoded: DescribeAclsResponse = decode(&v0, 0);
+    assert_eq!(decoded.resources[0].pattern_type, LITERAL);
+    let mut prefixed = resp.clone();
+    prefixed.resources[0].pattern_type = PREFIXED;
+    assert!(encode_err(&prefixed, 0).contains("not available"));
+}
+
+fn describe_acls_request_sample(v: i16) -> DescribeAclsRequest {
+    DescribeAclsRequest::default()
+        .with_resource_type_filter(if v >= 3 { 7 } else { 2 })
+        .with_resource_name_filter(Some(s("t")))
+        .with_pattern_type_filter(if v >= 1 { 4 } else { LITERAL })
+        .with_principal_filter(Some(s("User:a")))
+        .with_host_filter(None)
+        .with_operation(3)
+        .with_permission_type(3)
+}
+
+fn describe_acls_response_sample(v: i16) -> DescribeAclsResponse {
+    DescribeAclsResponse::default()
+        .with_throttle_time_ms(2)
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_resources(vec![
+            DescribeAclsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("t"))
+                .with_pattern_type(if v >= 1 { PREFIXED } else { LITERAL })
+                .with_acls(vec![AclDescription::default()
+                    .with_principal(s("User:a"))
+                    .with_host(s("*"))
+                    .with_operation(3)
+                    .with_permission_type(3)]),
+            DescribeAclsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(s("kafka-cluster"))
+                .with_acls(vec![]),
+        ])
+}
+
+#[test]
+fn describe_acls_round_trips_every_version() {
+    for v in 0..=DescribeAclsRequest::VERSIONS.max {
+        round_trip(&describe_acls_request_sample(v), v);
+    }
+    for v in 0..=DescribeAclsResponse::VERSIONS.max {
+        round_trip(&describe_acls_response_sample(v), v);
+    }
+}
+
+#[test]
+fn delete_acls_v0_bytes() {
+    // request v0: Filters [ResourceTypeFilter int8, ResourceNameFilter nullable string,
+    //                      PrincipalFilter nullable string, HostFilter nullable string,
+    //                      Operation int8, PermissionType int8]
+    // v1 inserts PatternTypeFilter int8 after ResourceNameFilter.
+    let req = DeleteAclsRequest::default().with_filters(vec![
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(s("t")))
+            .with_principal_filter(Some(s("User:a")))
+            .with_host_filter(None)
+            .with_operation(3)
+            .with_permission_type(3),
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(None)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1),
+    ]);
+    let v0 = W::new()
+        .arr(2)
+        .i8(2)
+        .nstr(Some("t"))
+        .nstr(Some("User:a"))
+        .nstr(None)
+        .i8(3)
+        .i8(3)
+        .i8(1)
+        .nstr(None)
+        .nstr(None)
+        .nstr(None)
+        .i8(1)
+        .i8(1)
+        .done();
+    check_wire(&req, 0, &v0);
+    let v1 = W::new()
+        .arr(2)
+        .i8(2)
+        .nstr(Some("t"))
+        .i8(LITERAL)
+        .nstr(Some("User:a"))
+        .nstr(None)
+        .i8(3)
+        .i8(3)
+        .i8(1)
+        .nstr(None)
+        .i8(LITERAL)
+        .nstr(None)
+        .nstr(None)
+        .i8(1)
+        .i8(1)
+        .done();
+    check_wire(&req, 1, &v1);
+    assert_eq!(v1.len() - v0.len(), 2);
+    let decoded: DeleteAclsRequest = decode(&v0, 0);
+    assert!(decoded
+        .filters
+        .iter()
+        .all(|f| f.pattern_type_filter == LITERAL));
+    let mut any = req.clone();
+    any.filters[1].pattern_type_filter = 1;
+    assert!(encode_err(&any, 0).contains("not available"));
+
+    // response v0: ThrottleTimeMs int32,
+    //   FilterResults [ErrorCode int16, ErrorMessage nullable string,
+    //                  MatchingAcls [ErrorCode int16, ErrorMessage nullable string,
+    //                                ResourceType int8, ResourceName string, Principal string,
+    //                                Host string, Operation int8, PermissionType int8]]
+    // v1 inserts PatternType int8 after ResourceName.
+    let resp = DeleteAclsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_filter_results(vec![DeleteAclsFilterResult::default()
+            .with_error_code(0)
+            .with_error_message(None)
+            .with_matching_acls(vec![DeleteAclsMatchingAcl::default()
+                .with_error_code(0)
+                .with_error_message(None)
+                .with_resource_type(2)
+                .with_resource_name(s("t"))
+                .with_principal(s("User:a"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3)])]);
+    let v0 = W::new()
+        .i32(0)
+        .arr(1)
+        .i16(0)
+        .nstr(None)
+        .arr(1)
+        .i16(0)
+        .nstr(None)
+        .i8(2)
+        .str("t")
+        .str("User:a")
+        .str("*")
+        .i8(3)
+        .i8(3)
+        .done();
+    check_wire(&resp, 0, &v0);
+    let v1 = W::new()
+        .i32(0)
+        .arr(1)
+        .i16(0)
+        .nstr(None)
+        .arr(1)
+        .i16(0)
+        .nstr(None)
+        .i8(2)
+        .str("t")
+        .i8(LITERAL)
+        .str("User:a")
+        .str("*")
+        .i8(3)
+        .i8(3)
+        .done();
+    check_wire(&resp, 1, &v1);
+    assert_eq!(v1.len() - v0.len(), 1);
+    let decoded: DeleteAclsResponse = decode(&v0, 0);
+    assert_eq!(
+        decoded.filter_results[0].matching_acls[0].pattern_type,
+        LITERAL
+    );
+    let mut prefixed = resp.clone();
+    prefixed.filter_results[0].matching_acls[0].pattern_type = PREFIXED;
+    assert!(encode_err(&prefixed, 0).contains("not available"));
+}
+
+fn delete_acls_request_sample(v: i16) -> DeleteAclsRequest {
+    DeleteAclsRequest::default().with_filters(vec![
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(s("t")))
+            .with_pattern_type_filter(if v >= 1 { 4 } else { LITERAL })
+            .with_principal_filter(Some(s("User:a")))
+            .with_host_filter(Some(s("*")))
+            .with_operation(3)
+            .with_permission_type(3),
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(if v >= 3 { 7 } else { 1 })
+            .with_resource_name_filter(None)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(1)
+            .with_permission_type(1),
+    ])
+}
+
+fn delete_acls_response_sample(v: i16) -> DeleteAclsResponse {
+    DeleteAclsResponse::default()
+        .with_throttle_time_ms(3)
+        .with_filter_results(vec![
+            DeleteAclsFilterResult::default()
+                .with_error_message(None)
+                .with_matching_acls(vec![DeleteAclsMatchingAcl::default()
+                    .with_error_message(None)
+                    .with_resource_type(2)
+                    .with_resource_name(s("t"))
+                    .with_pattern_type(if v >= 1 { PREFIXED } else { LITERAL })
+                    .with_principal(s("User:a"))
+                    .with_host(s("*"))
+                    .with_operation(3)
+                    .with_permission_type(3)]),
+            DeleteAclsFilterResult::default()
+                .with_error_code(87)
+                .with_error_message(Some(s("e")))
+                .with_matching_acls(vec![]),
+        ])
+}
+
+#[test]
+fn delete_acls_round_trips_every_version() {
+    for v in 0..=DeleteAclsRequest::VERSIONS.max {
+        round_trip(&delete_acls_request_sample(v), v);
+    }
+    for v in 0..=DeleteAclsResponse::VERSIONS.max {
+        round_trip(&delete_acls_response_sample(v), v);
     }
 }
 

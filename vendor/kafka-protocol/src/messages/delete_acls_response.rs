@@ -17,23 +17,23 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1-3
+/// Valid versions: 0-3
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteAclsFilterResult {
     /// The error code, or 0 if the filter succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub error_code: i16,
 
     /// The error message, or null if the filter succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub error_message: Option<StrBytes>,
 
     /// The ACLs which matched this filter.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub matching_acls: Vec<DeleteAclsMatchingAcl>,
 
     /// Other tagged fields
@@ -45,7 +45,7 @@ impl DeleteAclsFilterResult {
     ///
     /// The error code, or 0 if the filter succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -54,7 +54,7 @@ impl DeleteAclsFilterResult {
     ///
     /// The error message, or null if the filter succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -63,7 +63,7 @@ impl DeleteAclsFilterResult {
     ///
     /// The ACLs which matched this filter.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_matching_acls(mut self, value: Vec<DeleteAclsMatchingAcl>) -> Self {
         self.matching_acls = value;
         self
@@ -83,7 +83,7 @@ impl DeleteAclsFilterResult {
 #[cfg(feature = "broker")]
 impl Encodable for DeleteAclsFilterResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         types::Int16.encode(buf, &self.error_code)?;
@@ -145,7 +145,7 @@ impl Encodable for DeleteAclsFilterResult {
 #[cfg(feature = "client")]
 impl Decodable for DeleteAclsFilterResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         let error_code = types::Int16.decode(buf)?;
@@ -190,32 +190,32 @@ impl Default for DeleteAclsFilterResult {
 }
 
 impl Message for DeleteAclsFilterResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 3 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1-3
+/// Valid versions: 0-3
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteAclsMatchingAcl {
     /// The deletion error code, or 0 if the deletion succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub error_code: i16,
 
     /// The deletion error message, or null if the deletion succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub error_message: Option<StrBytes>,
 
     /// The ACL resource type.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub resource_type: i8,
 
     /// The ACL resource name.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub resource_name: StrBytes,
 
     /// The ACL resource pattern type.
@@ -225,22 +225,22 @@ pub struct DeleteAclsMatchingAcl {
 
     /// The ACL principal.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub principal: StrBytes,
 
     /// The ACL host.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub host: StrBytes,
 
     /// The ACL operation.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub operation: i8,
 
     /// The ACL permission type.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub permission_type: i8,
 
     /// Other tagged fields
@@ -252,7 +252,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The deletion error code, or 0 if the deletion succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -261,7 +261,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The deletion error message, or null if the deletion succeeded.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -270,7 +270,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The ACL resource type.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_resource_type(mut self, value: i8) -> Self {
         self.resource_type = value;
         self
@@ -279,7 +279,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The ACL resource name.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_resource_name(mut self, value: StrBytes) -> Self {
         self.resource_name = value;
         self
@@ -297,7 +297,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The ACL principal.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_principal(mut self, value: StrBytes) -> Self {
         self.principal = value;
         self
@@ -306,7 +306,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The ACL host.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_host(mut self, value: StrBytes) -> Self {
         self.host = value;
         self
@@ -315,7 +315,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The ACL operation.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_operation(mut self, value: i8) -> Self {
         self.operation = value;
         self
@@ -324,7 +324,7 @@ impl DeleteAclsMatchingAcl {
     ///
     /// The ACL permission type.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_permission_type(mut self, value: i8) -> Self {
         self.permission_type = value;
         self
@@ -344,7 +344,7 @@ impl DeleteAclsMatchingAcl {
 #[cfg(feature = "broker")]
 impl Encodable for DeleteAclsMatchingAcl {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         types::Int16.encode(buf, &self.error_code)?;
@@ -359,7 +359,13 @@ impl Encodable for DeleteAclsMatchingAcl {
         } else {
             types::String.encode(buf, &self.resource_name)?;
         }
-        types::Int8.encode(buf, &self.pattern_type)?;
+        if version >= 1 {
+            types::Int8.encode(buf, &self.pattern_type)?;
+        } else {
+            if self.pattern_type != 3 {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
+        }
         if version >= 2 {
             types::CompactString.encode(buf, &self.principal)?;
         } else {
@@ -400,7 +406,13 @@ impl Encodable for DeleteAclsMatchingAcl {
         } else {
             total_size += types::String.compute_size(&self.resource_name)?;
         }
-        total_size += types::Int8.compute_size(&self.pattern_type)?;
+        if version >= 1 {
+            total_size += types::Int8.compute_size(&self.pattern_type)?;
+        } else {
+            if self.pattern_type != 3 {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
+        }
         if version >= 2 {
             total_size += types::CompactString.compute_size(&self.principal)?;
         } else {
@@ -432,7 +444,7 @@ impl Encodable for DeleteAclsMatchingAcl {
 #[cfg(feature = "client")]
 impl Decodable for DeleteAclsMatchingAcl {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         let error_code = types::Int16.decode(buf)?;
@@ -447,7 +459,11 @@ impl Decodable for DeleteAclsMatchingAcl {
         } else {
             types::String.decode(buf)?
         };
-        let pattern_type = types::Int8.decode(buf)?;
+        let pattern_type = if version >= 1 {
+            types::Int8.decode(buf)?
+        } else {
+            3
+        };
         let principal = if version >= 2 {
             types::CompactString.decode(buf)?
         } else {
@@ -503,22 +519,22 @@ impl Default for DeleteAclsMatchingAcl {
 }
 
 impl Message for DeleteAclsMatchingAcl {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 3 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1-3
+/// Valid versions: 0-3
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteAclsResponse {
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub throttle_time_ms: i32,
 
     /// The results for each filter.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub filter_results: Vec<DeleteAclsFilterResult>,
 
     /// Other tagged fields
@@ -530,7 +546,7 @@ impl DeleteAclsResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -539,7 +555,7 @@ impl DeleteAclsResponse {
     ///
     /// The results for each filter.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_filter_results(mut self, value: Vec<DeleteAclsFilterResult>) -> Self {
         self.filter_results = value;
         self
@@ -559,7 +575,7 @@ impl DeleteAclsResponse {
 #[cfg(feature = "broker")]
 impl Encodable for DeleteAclsResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -611,7 +627,7 @@ impl Encodable for DeleteAclsResponse {
 #[cfg(feature = "client")]
 impl Decodable for DeleteAclsResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -649,7 +665,7 @@ impl Default for DeleteAclsResponse {
 }
 
 impl Message for DeleteAclsResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 3 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

@@ -17,18 +17,18 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1-3
+/// Valid versions: 0-3
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeAclsRequest {
     /// The resource type.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub resource_type_filter: i8,
 
     /// The resource name, or null to match any resource name.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub resource_name_filter: Option<StrBytes>,
 
     /// The resource pattern to match.
@@ -38,22 +38,22 @@ pub struct DescribeAclsRequest {
 
     /// The principal to match, or null to match any principal.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub principal_filter: Option<StrBytes>,
 
     /// The host to match, or null to match any host.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub host_filter: Option<StrBytes>,
 
     /// The operation to match.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub operation: i8,
 
     /// The permission type to match.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub permission_type: i8,
 
     /// Other tagged fields
@@ -65,7 +65,7 @@ impl DescribeAclsRequest {
     ///
     /// The resource type.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_resource_type_filter(mut self, value: i8) -> Self {
         self.resource_type_filter = value;
         self
@@ -74,7 +74,7 @@ impl DescribeAclsRequest {
     ///
     /// The resource name, or null to match any resource name.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_resource_name_filter(mut self, value: Option<StrBytes>) -> Self {
         self.resource_name_filter = value;
         self
@@ -92,7 +92,7 @@ impl DescribeAclsRequest {
     ///
     /// The principal to match, or null to match any principal.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_principal_filter(mut self, value: Option<StrBytes>) -> Self {
         self.principal_filter = value;
         self
@@ -101,7 +101,7 @@ impl DescribeAclsRequest {
     ///
     /// The host to match, or null to match any host.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_host_filter(mut self, value: Option<StrBytes>) -> Self {
         self.host_filter = value;
         self
@@ -110,7 +110,7 @@ impl DescribeAclsRequest {
     ///
     /// The operation to match.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_operation(mut self, value: i8) -> Self {
         self.operation = value;
         self
@@ -119,7 +119,7 @@ impl DescribeAclsRequest {
     ///
     /// The permission type to match.
     ///
-    /// Supported API versions: 1-3
+    /// Supported API versions: 0-3
     pub fn with_permission_type(mut self, value: i8) -> Self {
         self.permission_type = value;
         self
@@ -139,7 +139,7 @@ impl DescribeAclsRequest {
 #[cfg(feature = "client")]
 impl Encodable for DescribeAclsRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         types::Int8.encode(buf, &self.resource_type_filter)?;
@@ -148,7 +148,13 @@ impl Encodable for DescribeAclsRequest {
         } else {
             types::String.encode(buf, &self.resource_name_filter)?;
         }
-        types::Int8.encode(buf, &self.pattern_type_filter)?;
+        if version >= 1 {
+            types::Int8.encode(buf, &self.pattern_type_filter)?;
+        } else {
+            if self.pattern_type_filter != 3 {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
+        }
         if version >= 2 {
             types::CompactString.encode(buf, &self.principal_filter)?;
         } else {
@@ -183,7 +189,13 @@ impl Encodable for DescribeAclsRequest {
         } else {
             total_size += types::String.compute_size(&self.resource_name_filter)?;
         }
-        total_size += types::Int8.compute_size(&self.pattern_type_filter)?;
+        if version >= 1 {
+            total_size += types::Int8.compute_size(&self.pattern_type_filter)?;
+        } else {
+            if self.pattern_type_filter != 3 {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
+        }
         if version >= 2 {
             total_size += types::CompactString.compute_size(&self.principal_filter)?;
         } else {
@@ -215,7 +227,7 @@ impl Encodable for DescribeAclsRequest {
 #[cfg(feature = "broker")]
 impl Decodable for DescribeAclsRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 3 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         let resource_type_filter = types::Int8.decode(buf)?;
@@ -224,7 +236,11 @@ impl Decodable for DescribeAclsRequest {
         } else {
             types::String.decode(buf)?
         };
-        let pattern_type_filter = types::Int8.decode(buf)?;
+        let pattern_type_filter = if version >= 1 {
+            types::Int8.decode(buf)?
+        } else {
+            3
+        };
         let principal_filter = if version >= 2 {
             types::CompactString.decode(buf)?
         } else {
@@ -276,8 +292,8 @@ impl Default for DescribeAclsRequest {
 }
 
 impl Message for DescribeAclsRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 3 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 0 });
 }
 
 impl HeaderVersion for DescribeAclsRequest {
