@@ -266,6 +266,27 @@ pub struct AccessEntry {
     pub permission: Permission,
 }
 
+impl AccessEntry {
+    /// Whether the entry speaks of `who` (`Type:name`) connecting from `host`.
+    fn applies_to(&self, who: &str, host: &str) -> bool {
+        (self.principal == who || self.principal == WILDCARD_PRINCIPAL)
+            && (self.host == host || self.host == WILDCARD)
+    }
+
+    /// A DENY of `operation` (or of All).
+    fn denies(&self, operation: Operation) -> bool {
+        self.permission == Permission::Deny
+            && (self.operation == operation || self.operation == Operation::All)
+    }
+
+    /// An ALLOW of `operation`, of All, or of an operation that implies it.
+    fn allows(&self, operation: Operation) -> bool {
+        self.permission == Permission::Allow
+            && (self.operation == Operation::All
+                || operation.allowed_by().contains(&self.operation))
+    }
+}
+
 /// One ACL.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AclBinding {
@@ -419,28 +440,17 @@ impl AuthorizerSettings {
             .flat_map(|(_, entries)| entries);
         for e in covering {
             any = true;
-            let applies = (e.principal == who || e.principal == WILDCARD_PRINCIPAL)
-                && (e.host == host || e.host == WILDCARD);
-            if !applies {
+            if !e.applies_to(&who, host) {
                 continue;
             }
-            match e.permission {
-                Permission::Deny => {
-                    if e.operation == operation || e.operation == Operation::All {
-                        return false;
-                    }
-                }
-                Permission::Allow => {
-                    allowed |= e.operation == Operation::All
-                        || operation.allowed_by().contains(&e.operation);
-                }
+            if e.denies(operation) {
+                return false;
             }
+            allowed |= e.allows(operation);
         }
         allowed || (!any && self.allow_if_no_acl)
     }
-}
 
-impl AuthorizerSettings {
     /// Kafka's `authorizeByResourceType`: whether some resource of `resource_type` would let
     /// `principal` do `operation`: a super user; an ALLOW on any pattern of the type that no
     /// DENY on the same or a wider pattern (the `*` literal, a shorter prefix) takes back; or,
@@ -457,10 +467,6 @@ impl AuthorizerSettings {
         if self.super_users.contains(&who) {
             return true;
         }
-        let applies = |e: &AccessEntry| {
-            (e.principal == who || e.principal == WILDCARD_PRINCIPAL)
-                && (e.host == host || e.host == WILDCARD)
-        };
         let of_type: Vec<(&ResourcePattern, &AccessEntry)> = acls
             .iter()
             .filter(|(p, _)| p.resource_type == resource_type)
@@ -471,18 +477,14 @@ impl AuthorizerSettings {
         }
         let denied_under = |allowed: &ResourcePattern| {
             of_type.iter().any(|(p, e)| {
-                e.permission == Permission::Deny
-                    && applies(e)
-                    && (e.operation == operation || e.operation == Operation::All)
+                e.denies(operation)
+                    && e.applies_to(&who, host)
                     && p.covers(resource_type, &allowed.name)
             })
         };
-        of_type.iter().any(|(p, e)| {
-            e.permission == Permission::Allow
-                && applies(e)
-                && (e.operation == Operation::All || operation.allowed_by().contains(&e.operation))
-                && !denied_under(p)
-        })
+        of_type
+            .iter()
+            .any(|(p, e)| e.allows(operation) && e.applies_to(&who, host) && !denied_under(p))
     }
 }
 
