@@ -28,11 +28,20 @@ def partition():
     return None
 
 
-deadline = time.time() + T
-while partition() is None or len(partition()["isr_nodes"]) < 2:
-    assert time.time() < deadline, admin.describe_topics(["moving"])
-    time.sleep(0.2)
-original = partition()["replica_nodes"]
+def wait_for(condition):
+    """The partition as one broker describes it, once `condition` holds for it. Each call of
+    describe_topics may ask a different broker, and a broker that has not yet seen the topic
+    answers without it, so every decision is taken on one answer, never on two."""
+    deadline = time.time() + T
+    while True:
+        p = partition()
+        if p is not None and condition(p):
+            return p
+        assert time.time() < deadline, admin.describe_topics(["moving"])
+        time.sleep(0.1)
+
+
+original = wait_for(lambda p: len(p["isr_nodes"]) >= 2)["replica_nodes"]
 newcomer = ({1, 2, 3} - set(original)).pop()
 # The first (preferred, leading) replica leaves: leadership has to move too.
 target = [original[1], newcomer]
@@ -76,15 +85,11 @@ while True:
         break
     assert time.time() < deadline, (ongoing, p)
     time.sleep(0.1)
-deadline = time.time() + T
-while sorted(partition()["isr_nodes"]) != sorted(target):
-    assert time.time() < deadline, partition()
-    time.sleep(0.1)
-assert partition()["leader_id"] in target, partition()
+moved = wait_for(lambda p: sorted(p["isr_nodes"]) == sorted(target))
 
 # The leadership went to the target's first replica, the preferred one: kafka-python's
 # elect_leaders finds nothing to do (ELECTION_NOT_NEEDED, which it does not raise).
-assert partition()["leader_id"] == target[0], partition()
+assert moved["leader_id"] == target[0], moved
 answer = admin.elect_leaders(0, {"moving": [0]})
 codes = [p.error_code for r in answer.replica_election_results for p in r.partition_result]
 assert codes == [84], answer
