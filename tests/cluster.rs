@@ -5,13 +5,16 @@
 mod common;
 
 use common::cluster::{
-    broker_ids, isr, leaders, metadata, start_broker_on, start_cluster, wait_until, SESSION_MS,
+    broker_ids, cluster_args, isr, leaders, metadata, start_broker_on, start_cluster, wait_until,
+    SESSION_MS,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -113,6 +116,64 @@ fn three_brokers_register_elect_one_controller_and_spread_leaders() {
             "broker {} for partition {p} led by {leader}",
             i + 1
         );
+    }
+}
+
+/// Kafka's metadata per listener: a client on a listener only broker 3 has is told only of
+/// broker 3, and a partition led by another broker has no leader for it: LISTENER_NOT_FOUND
+/// from Metadata v6, LEADER_NOT_AVAILABLE before.
+#[test]
+fn a_partition_led_by_a_broker_without_the_clients_listener_is_listener_not_found() {
+    let zk = ZooKeeper::start();
+    let tmp = tempfile::tempdir().unwrap(); // broker 3's, outliving it
+    let mut brokers = vec![
+        start_broker_on(&zk.connect_string(), 1, &[]),
+        start_broker_on(&zk.connect_string(), 2, &[]),
+    ];
+    let (plain, external) = (common::free_port(), common::free_port());
+    let mut args = cluster_args(&zk.connect_string(), 3);
+    for setting in [
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},EXTERNAL://127.0.0.1:{external}"),
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT".into(),
+        "inter.broker.listener.name=PLAINTEXT".into(),
+    ] {
+        args.extend(["--set".to_string(), setting]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    brokers.push(Broker::start_at(&tmp.path().join("data"), plain, &args));
+    wait_until(Duration::from_secs(20), "three brokers", || {
+        broker_ids(&metadata(&brokers[0], None)) == [1, 2, 3]
+    });
+    produce_keyed(&brokers[0], "outside", 0, 60);
+    let led = leaders(&metadata(&brokers[0], Some("outside")), "outside");
+    assert_eq!(led.len(), 6, "{led:?}");
+    let mut conn = wire::connect_to(&format!("127.0.0.1:{external}"));
+    for version in [0, 5, 6, 12] {
+        let topic = MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("outside"))));
+        let md: MetadataResponse = wire::call(
+            &mut conn,
+            ApiKey::Metadata,
+            version,
+            &MetadataRequest::default().with_topics(Some(vec![topic])),
+        );
+        let brokers: Vec<(i32, i32)> = md.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
+        assert_eq!(brokers, [(3, external as i32)], "v{version}");
+        let unreachable = if version >= 6 { 72 } else { 5 };
+        for p in &md.topics[0].partitions {
+            let leader = led[&(p.partition_index as i64)];
+            let (code, id) = if leader == 3 {
+                (0, 3)
+            } else {
+                (unreachable, -1)
+            };
+            assert_eq!(
+                (p.error_code, p.leader_id.0),
+                (code, id),
+                "v{version} partition {} led by {leader}",
+                p.partition_index
+            );
+        }
     }
 }
 
@@ -769,21 +830,16 @@ fn acls_created_on_one_broker_are_kafkas_znodes_and_in_force_on_every_broker() {
         || guarded_visible(&brokers[2]),
     );
     // `ferrite acl` on the ZooKeeper writes the same znodes, and the brokers apply them.
-    let mut tool = std::process::Command::new(common::ferrite_binary());
-    tool.args([
-        "acl",
-        "add",
-        "--deny-principal",
-        "User:*",
-        "--operation",
-        "Describe",
-    ])
-    .args(["--topic", "guarded", "--zookeeper", &zk.connect_string()]);
-    let out = common::run(tool, None, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::tls::add_acl_to(
+        &["--zookeeper", &zk.connect_string()],
+        &[
+            "--deny-principal",
+            "User:*",
+            "--operation",
+            "Describe",
+            "--topic",
+            "guarded",
+        ],
     );
     wait_until(
         Duration::from_secs(10),

@@ -7,6 +7,7 @@ mod common;
 use common::cluster::{
     isr, leaders, metadata, start_cluster, start_sasl_ssl_cluster, wait_until, SESSION_MS,
 };
+use common::tls::{add_acl_to, add_user_to};
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, python, records_on_disk, Broker};
 use std::time::{Duration, Instant};
@@ -65,41 +66,88 @@ fn replica_logs(brokers: &mut [Broker], topic: &str) -> Vec<Vec<(i64, String)>> 
 #[test]
 fn acks_all_survives_the_leaders_death_exactly_once_on_every_replica() {
     let zk = ZooKeeper::start();
-    survives_the_leaders_death(start_cluster(&zk, REPLICATION));
+    let brokers = start_cluster(&zk, REPLICATION);
+    let bootstraps = brokers.iter().map(|b| b.addr.clone()).collect();
+    survives_the_leaders_death(brokers, bootstraps, &[]);
 }
 
-/// The same with the brokers replicating over SASL_SSL (TLS, SCRAM-SHA-512 as user `broker`):
-/// a follower that could not log in would never rejoin the ISR.
+/// The same with SASL_SSL everywhere and the authorizer on: the brokers replicate over SASL_SSL
+/// as user `broker` (a super user: a follower that could not log in, or were refused
+/// ClusterAction, would never rejoin the ISR), and the producer logs in as alice, who may
+/// only Write and Describe the topic. The test's own observer (kcat over PLAINTEXT, principal
+/// ANONYMOUS) may do everything on that topic and nothing else.
 #[test]
-fn acks_all_survives_the_leaders_death_with_sasl_ssl_between_brokers() {
+fn acks_all_survives_the_leaders_death_with_sasl_ssl_and_acls_everywhere() {
     let zk = ZooKeeper::start();
     let certs = common::tls::make();
-    let brokers = start_sasl_ssl_cluster(&zk, &certs, REPLICATION);
+    let store = ["--zookeeper", &zk.connect_string()];
+    add_user_to(&store, "alice", "SCRAM-SHA-512", "alice-secret");
+    let topic = ["--topic", "durable"];
+    for grant in [
+        &[
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+        ][..],
+        &["--allow-principal", "User:ANONYMOUS", "--operation", "All"],
+    ] {
+        add_acl_to(&store, &[grant, &topic[..]].concat());
+    }
+    let secured = [
+        REPLICATION,
+        &[
+            "--set",
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            "--set",
+            "super.users=User:broker",
+        ],
+    ]
+    .concat();
+    let cluster = start_sasl_ssl_cluster(&zk, &certs, &secured);
     let (_, registered) = zk.cli(&["get", "/brokers/ids/1"]);
     assert!(
         registered.contains("\"SASL_SSL\":\"SASL_SSL\""),
         "{registered}"
     );
-    survives_the_leaders_death(brokers);
+    let login = [
+        "security.protocol=SASL_SSL".to_string(),
+        "sasl.mechanism=SCRAM-SHA-512".into(),
+        "sasl.username=alice".into(),
+        "sasl.password=alice-secret".into(),
+        format!("ssl.ca.location={}", certs.ca.display()),
+    ];
+    let login: Vec<&str> = login.iter().map(String::as_str).collect();
+    survives_the_leaders_death(cluster.brokers, cluster.sasl_ssl_addrs, &login);
 }
 
-fn survives_the_leaders_death(mut brokers: Vec<Broker>) {
+/// acks=all through the leader's death: 4,000 values from `acks_all_producer.py` (given
+/// `client_settings`, bootstrapping from `bootstraps[i]` for broker i), the leader killed
+/// after 1,000, every value then exactly once, in order, on every replica.
+fn survives_the_leaders_death(
+    mut brokers: Vec<Broker>,
+    bootstraps: Vec<String>,
+    client_settings: &[&str],
+) {
     create_replicated(&brokers[0], "durable");
     let old_leader = leader_of(&brokers[0], "durable");
     let dir = brokers[0].data_dir.parent().unwrap().to_path_buf();
     let progress = dir.join("progress");
     let out = dir.join("acked.json");
     let producer = {
-        let (bootstrap, progress, out) = (
-            brokers[(node_index(old_leader) + 1) % 3].addr.clone(),
+        let mut args = vec![
+            bootstraps[(node_index(old_leader) + 1) % 3].clone(),
+            "durable".into(),
+            "4000".into(),
             progress.to_str().unwrap().to_string(),
             out.to_str().unwrap().to_string(),
-        );
+        ];
+        args.extend(client_settings.iter().map(|s| s.to_string()));
         std::thread::spawn(move || {
-            python(
-                "acks_all_producer.py",
-                &[&bootstrap, "durable", "4000", &progress, &out],
-            )
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            python("acks_all_producer.py", &args)
         })
     };
     let acked_so_far = || {
@@ -477,16 +525,21 @@ fn produce_acks_all(broker: &Broker, topic: &str, value: &str) -> i16 {
 /// no acks=all write (it is fenced, then a follower), and it rejoins as a follower.
 #[test]
 fn a_leader_whose_session_expired_acknowledges_nothing() {
+    // Over SASL_SSL between brokers: the fenced leader's followers log in again to whoever
+    // leads now.
     let zk = ZooKeeper::start();
-    let mut brokers = start_cluster(
+    let certs = common::tls::make();
+    let mut brokers = start_sasl_ssl_cluster(
         &zk,
+        &certs,
         &[
             "--set",
             "replica.lag.time.max.ms=2000",
             "--set",
             "auto.leader.rebalance.enable=false",
         ],
-    );
+    )
+    .brokers;
     create_replicated(&brokers[0], "zombie");
     let lines: String = (0..50).map(|i| format!("before-{i}\n")).collect();
     kcat(
@@ -653,8 +706,10 @@ fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
 /// that left deletes its copy.
 #[test]
 fn a_reassignment_under_acks_all_load_moves_the_partition_and_loses_nothing() {
+    // Over SASL_SSL between brokers: the newcomer copies the partition as user `broker`.
     let zk = ZooKeeper::start();
-    let brokers = start_cluster(&zk, REPLICATION);
+    let certs = common::tls::make();
+    let brokers = start_sasl_ssl_cluster(&zk, &certs, REPLICATION).brokers;
     let out = python("kafka_python_reassign.py", &[&brokers[0].addr]);
     let line = out.lines().rev().find(|l| l.starts_with('{')).expect(&out);
     println!("{line}");

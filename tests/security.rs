@@ -9,7 +9,10 @@ mod common;
 use common::tls::{SecureBroker, CLIENT_DN};
 use common::wire;
 use common::{http_get, python, run};
-use kafka_protocol::messages::{ApiKey, MetadataRequest, SaslHandshakeRequest};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::{
+    ApiKey, DescribeConfigsRequest, DescribeConfigsResponse, MetadataRequest, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -392,6 +395,27 @@ fn acls_decide_what_each_user_may_do_and_change_without_a_restart() {
 }
 
 #[test]
+fn acls_made_with_kafka_pythons_admin_client_are_in_force_at_once() {
+    let b = SecureBroker::start(&[
+        "--set",
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+        "--set",
+        "super.users=User:alice",
+    ]);
+    let out = python(
+        "kafka_python_acls.py",
+        &[
+            &format!("127.0.0.1:{}", b.sasl_plaintext),
+            "alice",
+            "alice-secret",
+            "bob",
+            "bob-secret",
+        ],
+    );
+    assert!(out.contains("kafka-python acls ok"), "{out}");
+}
+
+#[test]
 fn acl_apis_without_an_authorizer_answer_security_disabled() {
     let b = SecureBroker::start(&[]);
     let mut s = wire::connect(&b.broker);
@@ -410,9 +434,7 @@ fn acl_apis_without_an_authorizer_answer_security_disabled() {
 
 /// `ferrite acl` with kafka-acls.sh's options, on a data directory no broker holds.
 fn acl_tool(data_dir: &std::path::Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(common::ferrite_binary());
-    cmd.arg("acl").args(args).arg("--data-dir").arg(data_dir);
-    run(cmd, None, TIMEOUT)
+    common::tls::ferrite_acl(&["--data-dir", data_dir.to_str().unwrap()], args)
 }
 
 #[test]
@@ -493,4 +515,83 @@ fn acls_made_by_ferrite_acl_while_the_broker_is_down_are_in_force_when_it_starts
         "{}",
         String::from_utf8_lossy(&listed.stdout)
     );
+}
+
+/// DescribeConfigs of the broker lists its security settings as Kafka does: the listeners in
+/// force, every `ssl.*`/`sasl.*` setting given (per listener too), read-only; passwords, key
+/// material and keys Kafka cannot type (`super.users`) marked sensitive, without their value.
+#[test]
+fn describe_configs_shows_security_settings_and_hides_secrets() {
+    let jaas = "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config";
+    let b = SecureBroker::start(&[
+        "--set",
+        &format!(
+            "{jaas}=org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"broker\" password=\"do-not-show\";"
+        ),
+        "--set",
+        "super.users=User:admin",
+    ]);
+    let mut conn = wire::connect(&b.broker);
+    let md: kafka_protocol::messages::MetadataResponse = wire::call(
+        &mut conn,
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![])),
+    );
+    let me = md.brokers[0].node_id.0.to_string();
+    let request = DescribeConfigsRequest::default()
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_string(me))
+            .with_configuration_keys(None)])
+        .with_include_synonyms(true);
+    let answer: DescribeConfigsResponse =
+        wire::call(&mut conn, ApiKey::DescribeConfigs, 4, &request);
+    let result = &answer.results[0];
+    assert_eq!(result.error_code, 0);
+    let find = |name: &str| {
+        result
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .unwrap_or_else(|| panic!("{name} is described"))
+    };
+    let value = |name: &str| find(name).value.as_ref().map(|v| v.to_string());
+    let p = b.broker.port;
+    let (sasl_ssl, ssl, sasl_plaintext) = (b.sasl_ssl, b.ssl, b.sasl_plaintext);
+    let given = format!(
+        "PLAINTEXT://127.0.0.1:{p},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{ssl},\
+         SASL_PLAINTEXT://127.0.0.1:{sasl_plaintext}"
+    );
+    assert_eq!(value("listeners"), Some(given.clone()));
+    assert_eq!(find("listeners").config_source, 4, "STATIC_BROKER_CONFIG");
+    assert!(find("listeners").read_only);
+    assert_eq!(value("advertised.listeners"), Some(given));
+    assert_eq!(
+        find("advertised.listeners").config_source,
+        5,
+        "DEFAULT_CONFIG"
+    );
+    assert_eq!(
+        value("inter.broker.listener.name").as_deref(),
+        Some("PLAINTEXT")
+    );
+    assert_eq!(
+        value("ssl.keystore.location"),
+        Some(b.certs.broker_keystore.display().to_string())
+    );
+    assert_eq!(
+        value("listener.name.ssl.ssl.client.auth").as_deref(),
+        Some("required")
+    );
+    assert_eq!(find("sasl.enabled.mechanisms").config_type, 7, "LIST");
+    for secret in [jaas, "super.users"] {
+        let c = find(secret);
+        assert!(c.is_sensitive && c.value.is_none(), "{secret}: {c:?}");
+        assert!(c.synonyms.iter().all(|s| s.value.is_none()), "{c:?}");
+    }
+    assert_eq!(find(jaas).config_type, 9, "PASSWORD");
+    let all = format!("{answer:?}");
+    assert!(!all.contains("do-not-show"), "{all}");
 }

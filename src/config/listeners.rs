@@ -237,6 +237,41 @@ impl Listeners {
             .expect("checked when the listeners were made")
     }
 
+    /// The four listener settings in force, in Kafka's text forms (for DescribeConfigs):
+    /// what was given, or what `--listen`/`--advertised` and the defaults made of it.
+    pub fn in_force(&self) -> [(&'static str, String); 4] {
+        let join = |parts: Vec<String>| parts.join(",");
+        let url = |name: &str, host: &str, port: u16| match host.contains(':') {
+            true => format!("{name}://[{host}]:{port}"),
+            false => format!("{name}://{host}:{port}"),
+        };
+        [
+            (
+                "listeners",
+                join(
+                    self.list
+                        .iter()
+                        .map(|l| url(&l.name, &l.bind.ip().to_string(), l.bind.port()))
+                        .collect(),
+                ),
+            ),
+            (
+                "advertised.listeners",
+                join(self.advertised().map(|(n, h, p)| url(n, h, p)).collect()),
+            ),
+            (
+                "listener.security.protocol.map",
+                join(
+                    self.list
+                        .iter()
+                        .map(|l| format!("{}:{}", l.name, l.protocol.name()))
+                        .collect(),
+                ),
+            ),
+            ("inter.broker.listener.name", self.inter_broker.clone()),
+        ]
+    }
+
     pub fn by_name(&self, name: &str) -> Option<&Listener> {
         self.list.iter().find(|l| l.name == name)
     }

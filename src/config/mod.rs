@@ -13,7 +13,7 @@ mod zookeeper;
 
 pub use broker::{is_dynamic, BrokerSettings, BROKER_KEYS};
 pub use listeners::{Listener, ListenerSettings, Listeners, SecurityProtocol};
-pub use security::SecuritySettings;
+pub use security::{KafkaConfigType, SecuritySettings};
 pub use tuning::{ShardSettings, TuningFile};
 pub use zookeeper::ZkConnect;
 

@@ -46,6 +46,55 @@ const BROKER_ONLY_KEYS: &[&str] = &[
 /// `<mechanism>.sasl.jaas.config` under a listener prefix (Kafka's per-mechanism JAAS).
 const MECHANISM_PREFIXES: &[&str] = &["plain.", "scram-sha-256.", "scram-sha-512."];
 
+/// Kafka's `ConfigDef.Type` of the security settings, as DescribeConfigs' `config_type`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum KafkaConfigType {
+    /// Not one of KafkaConfig's keys (`super.users`, `allow.everyone.if.no.acl.found` belong
+    /// to the authorizer): Kafka cannot tell its type and treats the value as sensitive.
+    Unknown = 0,
+    String = 2,
+    List = 7,
+    Password = 9,
+}
+
+impl KafkaConfigType {
+    /// Kafka's `KafkaConfig.configType` of a security setting, through its listener prefix.
+    pub fn of(name: &str) -> KafkaConfigType {
+        match base_key(name) {
+            "ssl.keystore.password"
+            | "ssl.keystore.key"
+            | "ssl.keystore.certificate.chain"
+            | "ssl.key.password"
+            | "ssl.truststore.password"
+            | "ssl.truststore.certificates"
+            | "sasl.jaas.config" => KafkaConfigType::Password,
+            "sasl.enabled.mechanisms" | "ssl.enabled.protocols" | "ssl.principal.mapping.rules" => {
+                KafkaConfigType::List
+            }
+            "super.users" | "allow.everyone.if.no.acl.found" => KafkaConfigType::Unknown,
+            _ => KafkaConfigType::String,
+        }
+    }
+
+    /// Kafka's `KafkaConfig.maybeSensitive`: passwords, and whatever it cannot type, are
+    /// described without their value.
+    pub fn is_sensitive(self) -> bool {
+        matches!(self, KafkaConfigType::Password | KafkaConfigType::Unknown)
+    }
+}
+
+/// The setting a (possibly `listener.name.<l>.` and mechanism prefixed) name stands for.
+fn base_key(name: &str) -> &str {
+    let Some(rest) = name.strip_prefix("listener.name.") else {
+        return name;
+    };
+    let key = rest.split_once('.').map_or(rest, |(_, key)| key);
+    MECHANISM_PREFIXES
+        .iter()
+        .find_map(|p| key.strip_prefix(p))
+        .unwrap_or(key)
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct SecuritySettings {
     values: BTreeMap<String, String>,
@@ -79,6 +128,11 @@ impl SecuritySettings {
         }
         self.values.insert(name.to_string(), value.to_string());
         Ok(())
+    }
+
+    /// Every setting given, by name, as given.
+    pub fn given(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     /// A broker-wide setting as given.
@@ -126,6 +180,17 @@ mod tests {
         assert_eq!(s.jaas_for("INTERNAL", "PLAIN"), None);
         assert!(s.set("listener.name.x.num.partitions", "1").is_err());
         assert!(SecuritySettings::takes("listeners"));
+        assert!(
+            KafkaConfigType::of("listener.name.internal.scram-sha-512.sasl.jaas.config")
+                .is_sensitive()
+        );
+        assert!(KafkaConfigType::of("listener.name.external.ssl.keystore.key").is_sensitive());
+        assert!(KafkaConfigType::of("super.users").is_sensitive());
+        assert!(!KafkaConfigType::of("listener.name.external.ssl.client.auth").is_sensitive());
+        assert_eq!(
+            KafkaConfigType::of("sasl.enabled.mechanisms"),
+            KafkaConfigType::List
+        );
         assert!(!SecuritySettings::takes("num.partitions"));
     }
 }

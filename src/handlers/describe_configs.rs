@@ -9,7 +9,7 @@
 //! every setting, read-only unless it is dynamic; another broker's id is INVALID_REQUEST.
 
 use super::{authorize, errors, Request, Response};
-use crate::config::{is_dynamic, BrokerSettings, BROKER_KEYS};
+use crate::config::{is_dynamic, BrokerSettings, KafkaConfigType, BROKER_KEYS};
 use crate::metadata::{topic_config, ClusterMetadata, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::Operation;
@@ -195,7 +195,7 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                                 "Unexpected broker id, expected {me} or empty string, but received {name}"
                             ))));
                     }
-                    let configs = shard
+                    let mut configs: Vec<_> = shard
                         .settings()
                         .entries()
                         .iter()
@@ -207,6 +207,19 @@ pub fn handle(shard: &Shard, req: &Request, body: DescribeConfigsRequest) -> Res
                             entry(n, v.clone(), source, !is_dynamic(n), synonyms)
                         })
                         .collect();
+                    configs.extend(
+                        security_entries(shard)
+                            .into_iter()
+                            .filter(|e| wanted(&e.name))
+                            .map(|e| {
+                                let value = if e.kind.is_sensitive() { String::new() } else { e.value };
+                                let synonyms = vec![synonym((&e.name, value.clone(), e.source))];
+                                // Not reconfigurable at run time: read-only.
+                                entry(&e.name, value, e.source, true, synonyms)
+                                    .with_is_sensitive(e.kind.is_sensitive())
+                                    .with_config_type(e.kind as i8)
+                            }),
+                    );
                     base.with_configs(configs)
                 }
                 other => {
@@ -289,6 +302,44 @@ pub fn topic_entries(shard: &Shard, topic: &TopicInfo) -> Vec<TopicConfigEntry> 
             }
         })
         .collect()
+}
+
+/// A security setting as DescribeConfigs describes it.
+struct SecurityEntry {
+    name: String,
+    value: String,
+    source: i8,
+    kind: KafkaConfigType,
+}
+
+/// The listener settings in force, then every other security setting given (`ssl.*`,
+/// `sasl.*`, per listener or not, the authorizer's), as Kafka's `ConfigHelper.allConfigs`
+/// lists a broker's originals. Passwords, key material and keys Kafka cannot type are
+/// described without their value (`KafkaConfig.maybeSensitive`).
+fn security_entries(shard: &Shard) -> Vec<SecurityEntry> {
+    let given = &shard.config.broker.security;
+    let in_force = shard.config.listeners.in_force();
+    let listener_keys: Vec<&str> = in_force.iter().map(|(n, _)| *n).collect();
+    let listeners = in_force.into_iter().map(|(name, value)| SecurityEntry {
+        name: name.to_string(),
+        value,
+        source: if given.get(name).is_some() {
+            SOURCE_STATIC_BROKER
+        } else {
+            SOURCE_DEFAULT
+        },
+        kind: KafkaConfigType::of(name),
+    });
+    let others = given
+        .given()
+        .filter(|(name, _)| !listener_keys.contains(name))
+        .map(|(name, value)| SecurityEntry {
+            name: name.to_string(),
+            value: value.to_string(),
+            source: SOURCE_STATIC_BROKER,
+            kind: KafkaConfigType::of(name),
+        });
+    listeners.chain(others).collect()
 }
 
 /// A broker setting's value at each level that has one, most specific first (Kafka's

@@ -8,7 +8,7 @@ use super::authorize::{self, CLUSTER_NAME};
 use super::errors;
 use super::{authorized_operations, Request, Response};
 use crate::controller::{self, NewTopic};
-use crate::metadata::{validate_topic_name, TopicInfo};
+use crate::metadata::{validate_topic_name, ClusterMetadata, PartitionInfo, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::routing::on_controller;
@@ -79,12 +79,17 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
     };
     if let Asked::Ids(ids) = asked {
         let metadata = shard.metadata();
+        let listing = Listing {
+            metadata: &metadata,
+            listener: &req.connection.listener.name,
+            version,
+        };
         let topics = ids
             .iter()
             .map(|id| match metadata.topic_by_id(id.as_bytes()) {
                 // Topic ids are not secret: the id is answered, the name is not.
                 Some(t) if !may_describe(&t.name) => denied(None, *id),
-                Some(t) => topic_entry(t),
+                Some(t) => listing.topic(t),
                 None => {
                     errors::refused(
                         shard,
@@ -140,6 +145,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
         auto_create(shard, &creatable).await;
     }
     let metadata = shard.metadata();
+    let listing = Listing {
+        metadata: &metadata,
+        listener: &req.connection.listener.name,
+        version,
+    };
     let topics: Vec<MetadataResponseTopic> = match &requested {
         // Every topic: those the principal may not describe are left out, unannounced.
         None => metadata
@@ -154,7 +164,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                     &t.name,
                 )
             })
-            .map(|t| topic_entry(t))
+            .map(|t| listing.topic(t))
             .collect(),
         Some(names) => names
             .iter()
@@ -162,7 +172,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                 _ if !describable.contains(name.as_str()) || may_not_create.contains(name) => {
                     denied(Some(name), Uuid::nil())
                 }
-                Some(t) => topic_entry(t),
+                Some(t) => listing.topic(t),
                 None => {
                     let code = if validate_topic_name(name).is_err() {
                         ErrorCode::INVALID_TOPIC_EXCEPTION
@@ -292,30 +302,71 @@ async fn auto_create(shard: &Shard, names: &[String]) {
     }
 }
 
-fn topic_entry(t: &TopicInfo) -> MetadataResponseTopic {
-    let partitions = t
-        .partitions
-        .iter()
-        .map(|p| {
-            MetadataResponsePartition::default()
-                // No leader (offline, or not elected yet): clients wait and ask again.
-                .with_error_code(if p.leader < 0 {
-                    ErrorCode::LEADER_NOT_AVAILABLE.code()
-                } else {
-                    0
-                })
-                .with_partition_index(p.index)
-                .with_leader_id(BrokerId(p.leader))
-                .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(p.replicas.iter().map(|&r| BrokerId(r)).collect())
-                .with_isr_nodes(p.isr.iter().map(|&r| BrokerId(r)).collect())
-        })
-        .collect();
-    MetadataResponseTopic::default()
-        .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
-        .with_topic_id(Uuid::from_bytes(t.id))
-        .with_is_internal(t.is_internal())
-        .with_partitions(partitions)
+/// How one request sees the partitions: through its listener, at its version.
+struct Listing<'a> {
+    metadata: &'a ClusterMetadata,
+    listener: &'a str,
+    version: i16,
+}
+
+impl Listing<'_> {
+    fn topic(&self, t: &TopicInfo) -> MetadataResponseTopic {
+        let partitions = t.partitions.iter().map(|p| self.partition(p)).collect();
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
+            .with_topic_id(Uuid::from_bytes(t.id))
+            .with_is_internal(t.is_internal())
+            .with_partitions(partitions)
+    }
+
+    /// Kafka's `ZkMetadataCache.getPartitionMetadata`: a leader that is not registered is
+    /// LEADER_NOT_AVAILABLE; a registered leader without this request's listener is
+    /// LISTENER_NOT_FOUND from v6 (LEADER_NOT_AVAILABLE before), with no leader id either way,
+    /// so a client never connects to another listener's address. v0 alone lists only the
+    /// replicas reachable on the listener and says REPLICA_NOT_AVAILABLE when it left any out.
+    fn partition(&self, p: &PartitionInfo) -> MetadataResponsePartition {
+        let reachable = |id: i32| {
+            self.metadata
+                .brokers
+                .iter()
+                .any(|b| b.node_id == id && b.endpoint(self.listener).is_some())
+        };
+        let only_reachable = |ids: &[i32]| -> Vec<BrokerId> {
+            ids.iter()
+                .filter(|&&id| self.version > 0 || reachable(id))
+                .map(|&id| BrokerId(id))
+                .collect()
+        };
+        let (replicas, isr) = (only_reachable(&p.replicas), only_reachable(&p.isr));
+        let registered = self.metadata.brokers.iter().any(|b| b.node_id == p.leader);
+        let (error, leader) = if p.leader < 0 || !registered {
+            // No leader (offline, or not elected yet): clients wait and ask again.
+            (ErrorCode::LEADER_NOT_AVAILABLE, -1)
+        } else if !reachable(p.leader) {
+            tracing::debug!(
+                leader = p.leader,
+                listener = self.listener,
+                "Metadata: the leader has no such listener"
+            );
+            let error = if self.version >= 6 {
+                ErrorCode::LISTENER_NOT_FOUND
+            } else {
+                ErrorCode::LEADER_NOT_AVAILABLE
+            };
+            (error, -1)
+        } else if replicas.len() < p.replicas.len() || isr.len() < p.isr.len() {
+            (ErrorCode::REPLICA_NOT_AVAILABLE, p.leader)
+        } else {
+            (ErrorCode::NONE, p.leader)
+        };
+        MetadataResponsePartition::default()
+            .with_error_code(error.code())
+            .with_partition_index(p.index)
+            .with_leader_id(BrokerId(leader))
+            .with_leader_epoch(p.leader_epoch)
+            .with_replica_nodes(replicas)
+            .with_isr_nodes(isr)
+    }
 }
 
 #[cfg(test)]

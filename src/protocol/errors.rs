@@ -21,6 +21,8 @@ impl ErrorCode {
     pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode =
         ErrorCode::of(ResponseError::UnknownTopicOrPartition);
     pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode::of(ResponseError::LeaderNotAvailable);
+    pub const LISTENER_NOT_FOUND: ErrorCode = ErrorCode::of(ResponseError::ListenerNotFound);
+    pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode::of(ResponseError::ReplicaNotAvailable);
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode::of(ResponseError::NotLeaderOrFollower);
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode::of(ResponseError::RequestTimedOut);
     pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode::of(ResponseError::MessageTooLarge);

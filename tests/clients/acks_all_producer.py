@@ -1,12 +1,13 @@
 """An idempotent acks=all producer (librdkafka 2.16) that keeps going through failovers.
 
-  acks_all_producer.py BOOTSTRAP TOPIC COUNT PROGRESS_FILE OUT_FILE [PAUSE_MS]
+  acks_all_producer.py BOOTSTRAP TOPIC COUNT PROGRESS_FILE OUT_FILE [PAUSE_MS] [KEY=VALUE...]
 
 Sends COUNT values "m-<i>" to partition 0 of TOPIC at a steady pace (PAUSE_MS, default 10,
 after every 20), writes the number
 acknowledged so far to PROGRESS_FILE as it goes (the test kills brokers by it), and at the end
 writes every acknowledged (offset, value) as JSON to OUT_FILE. Delivery failures are counted,
-not retried by hand: librdkafka retries within message.timeout.ms.
+not retried by hand: librdkafka retries within message.timeout.ms. Each KEY=VALUE is one more
+librdkafka setting (security.protocol, sasl.*, ssl.* for a secured cluster).
 """
 import json
 import sys
@@ -16,8 +17,11 @@ from confluent_kafka import Producer
 
 bootstrap, topic, count, progress_path, out_path = sys.argv[1:6]
 count = int(count)
-pause = float(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.01
+rest = sys.argv[6:]
+pause = float(rest.pop(0)) / 1000 if rest and "=" not in rest[0] else 0.01
+settings = dict(arg.split("=", 1) for arg in rest)
 producer = Producer({
+    **settings,
     "bootstrap.servers": bootstrap,
     "acks": "all",
     "enable.idempotence": True,

@@ -24,7 +24,7 @@ pub fn start_broker_on(connect: &str, node: i32, extra: &[&str]) -> Broker {
 }
 
 /// What every cluster broker of the tests runs with.
-fn cluster_args(connect: &str, node: i32) -> Vec<String> {
+pub fn cluster_args(connect: &str, node: i32) -> Vec<String> {
     [
         "--node-id",
         &node.to_string(),
@@ -49,8 +49,13 @@ pub fn start_cluster(zk: &ZooKeeper, extra: &[&str]) -> Vec<Broker> {
 /// Three brokers that replicate over a SASL_SSL inter-broker listener: TLS with the test CA's
 /// certificates, each broker logging in to the others as user `broker` with SCRAM-SHA-512
 /// (made in ZooKeeper by `ferrite user add` first, as an operator would). Clients keep a
-/// PLAINTEXT listener on `broker.addr`.
-pub fn start_sasl_ssl_cluster(zk: &ZooKeeper, certs: &Certificates, extra: &[&str]) -> Vec<Broker> {
+/// PLAINTEXT listener on `broker.addr`; `sasl_ssl_addrs[i]` is broker i's SASL_SSL listener,
+/// for clients that log in too.
+pub fn start_sasl_ssl_cluster(
+    zk: &ZooKeeper,
+    certs: &Certificates,
+    extra: &[&str],
+) -> SaslSslCluster {
     let connect = zk.connect_string();
     add_user_to(
         &["--zookeeper", &connect],
@@ -58,33 +63,42 @@ pub fn start_sasl_ssl_cluster(zk: &ZooKeeper, certs: &Certificates, extra: &[&st
         "SCRAM-SHA-512",
         "broker-secret",
     );
-    (1..=3)
-        .map(|node| {
-            let (plain, secure) = (free_port(), free_port());
-            let settings = [
-                format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}"),
-                "inter.broker.listener.name=SASL_SSL".into(),
-                "sasl.enabled.mechanisms=SCRAM-SHA-512".into(),
-                "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512".into(),
-                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.\
+    let mut cluster = SaslSslCluster {
+        brokers: Vec::new(),
+        sasl_ssl_addrs: Vec::new(),
+    };
+    for node in 1..=3 {
+        let (plain, secure) = (free_port(), free_port());
+        let settings = [
+            format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}"),
+            "inter.broker.listener.name=SASL_SSL".into(),
+            "sasl.enabled.mechanisms=SCRAM-SHA-512".into(),
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512".into(),
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.\
                  security.scram.ScramLoginModule required username=\"broker\" \
                  password=\"broker-secret\";"
-                    .into(),
-                format!("ssl.keystore.location={}", certs.broker_keystore.display()),
-                format!("ssl.truststore.location={}", certs.ca.display()),
-            ];
-            let mut args: Vec<String> = cluster_args(&connect, node);
-            for s in settings {
-                args.extend(["--set".to_string(), s]);
-            }
-            args.extend(extra.iter().map(|s| s.to_string()));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let tmp = tempfile::tempdir().expect("temp dir");
-            let mut b = Broker::start_at(&tmp.path().join("data"), plain, &args);
-            b._tmp = Some(tmp);
-            b
-        })
-        .collect()
+                .into(),
+            format!("ssl.keystore.location={}", certs.broker_keystore.display()),
+            format!("ssl.truststore.location={}", certs.ca.display()),
+        ];
+        let mut args: Vec<String> = cluster_args(&connect, node);
+        for s in settings {
+            args.extend(["--set".to_string(), s]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let mut b = Broker::start_at(&tmp.path().join("data"), plain, &args);
+        b._tmp = Some(tmp);
+        cluster.brokers.push(b);
+        cluster.sasl_ssl_addrs.push(format!("127.0.0.1:{secure}"));
+    }
+    cluster
+}
+
+pub struct SaslSslCluster {
+    pub brokers: Vec<Broker>,
+    pub sasl_ssl_addrs: Vec<String>,
 }
 
 /// Metadata as kcat's JSON, asked of `broker`.

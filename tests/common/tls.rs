@@ -183,6 +183,24 @@ pub fn add_user_to(store: &[&str], name: &str, mechanism: &str, password: &str) 
     );
 }
 
+/// `ferrite acl ARGS` (kafka-acls.sh's options) on `store` (`--data-dir DIR` or
+/// `--zookeeper CONNECT`), as an operator runs it.
+pub fn ferrite_acl(store: &[&str], args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(super::ferrite_binary());
+    cmd.arg("acl").args(args).args(store);
+    run(cmd, None, Duration::from_secs(30))
+}
+
+/// `ferrite acl add ARGS` on `store`, which must succeed.
+pub fn add_acl_to(store: &[&str], args: &[&str]) {
+    let out = ferrite_acl(store, &[&["add"], args].concat());
+    assert!(
+        out.status.success(),
+        "ferrite acl add {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A single broker with a listener of each protocol: PLAINTEXT on `broker.addr`, SASL_SSL,
 /// SSL with client certificates required, and SASL_PLAINTEXT; PLAIN and both SCRAMs enabled.
 /// Users: alice (both SCRAMs, password alice-secret) and bob (SCRAM-SHA-256 only, bob-secret).

@@ -9,7 +9,12 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 pub fn connect(broker: &Broker) -> TcpStream {
-    let s = TcpStream::connect(&broker.addr).expect("connect");
+    connect_to(&broker.addr)
+}
+
+/// A connection to one of a broker's other listeners.
+pub fn connect_to(addr: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s
 }
