@@ -4,7 +4,9 @@
 # (kcat). Then the cost of down-conversion for old readers, with one consumer that can be both:
 # Sarama (Debian's 1.22) set to Kafka 2.2.0 reads v2 batches with Fetch v4 (zero copy), set to
 # 0.10.0.0 it reads with Fetch v2, which the broker answers with magic 1 message sets built in
-# memory.
+# memory. Last, the same kcat over TLS (an SSL listener beside the plaintext one, certificates
+# made here with openssl): this kernel has no kTLS, so every byte is read into memory and
+# encrypted by rustls; the row prices that against the zero-copy and copying rows.
 #
 #   perf/fetch-zero-copy.sh [GIB] [PASSES]      (default 1 GiB, 3 consuming passes)
 #
@@ -22,8 +24,25 @@ bin=target/release/ferrite
 cargo build -q --release --bin ferrite
 rm -rf "$dir" && mkdir -p "$dir"
 
-start() { # extra args
-  "$bin" serve --listen 127.0.0.1:$port --data-dir "$dir/data" "$@" >>"$dir/broker.log" 2>&1 &
+tls_port=$((port + 1))
+certs="$dir/certs"
+mkdir -p "$certs"
+(cd "$certs"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key \
+    -out ca.crt -days 2 -subj "/CN=Ferrite perf CA" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout broker.key \
+    -out broker.csr -subj "/CN=localhost" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >broker.ext
+  openssl x509 -req -in broker.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+    -out broker.crt -extfile broker.ext 2>/dev/null
+  cat broker.key broker.crt >broker.pem)
+tls_listeners=(--set "listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$tls_port"
+  --set ssl.keystore.type=PEM --set "ssl.keystore.location=$certs/broker.pem")
+
+start() { # extra args; a `listeners` setting among them replaces --listen
+  local listen=(--listen 127.0.0.1:$port)
+  [[ "$*" == *listeners=* ]] && listen=()
+  "$bin" serve "${listen[@]}" --data-dir "$dir/data" "$@" >>"$dir/broker.log" 2>&1 &
   pid=$!
   until kcat -b 127.0.0.1:$port -L >/dev/null 2>&1; do sleep 0.1; done
 }
@@ -32,9 +51,12 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 sarama=target/perf-sarama-client
 (cd tests/clients/sarama && GO111MODULE=off GOPATH=/usr/share/gocode GOPROXY=off \
   GOCACHE="$PWD/../../../target/tmp/go/cache" go build -o "../../../$sarama" .)
-consume() {
+consume() { # extra kcat args
   kcat -b 127.0.0.1:$port -C -t zc -p 0 -o beginning -e -q -f '' \
-    -X fetch.max.bytes=52428800 -X max.partition.fetch.bytes=16777216 >/dev/null
+    -X fetch.max.bytes=52428800 -X max.partition.fetch.bytes=16777216 "$@" >/dev/null
+}
+tls_consume() {
+  port=$tls_port consume -X security.protocol=ssl -X "ssl.ca.location=$certs/ca.crt"
 }
 
 start
@@ -56,15 +78,17 @@ sarama_consume() { # sarama version
   "$sarama" consume -brokers 127.0.0.1:$port -version "$1" -topic zc -partitions 0 \
     -offset oldest -count "$records" -linger 0s -timeout 1200s >/dev/null
 }
-for mode in zero-copy copying sarama-fetch-v4 sarama-fetch-v2-down-converted; do
+for mode in zero-copy copying sarama-fetch-v4 sarama-fetch-v2-down-converted tls; do
   case $mode in
     copying) start --set fetch.zero.copy.enable=false ;;
+    tls) start "${tls_listeners[@]}" ;;
     *) start ;;
   esac
   read_once() {
     case $mode in
       sarama-fetch-v4) sarama_consume 2.2.0 ;;
       sarama-fetch-v2-down-converted) sarama_consume 0.10.0.0 ;;
+      tls) tls_consume ;;
       *) consume ;;
     esac
   }
