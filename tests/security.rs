@@ -91,18 +91,7 @@ fn sasl_clients_authenticate_with_scram_and_plain_and_see_their_own_listener() {
         assert_eq!(advertised_ports(&options), vec![b.sasl_ssl as u64]);
     }
     // SASL without TLS, and the plaintext listener, read the same log.
-    let sasl_plaintext = vec![
-        "-b".to_string(),
-        format!("127.0.0.1:{}", b.sasl_plaintext),
-        "-X".into(),
-        "security.protocol=SASL_PLAINTEXT".into(),
-        "-X".into(),
-        "sasl.mechanisms=SCRAM-SHA-256".into(),
-        "-X".into(),
-        "sasl.username=alice".into(),
-        "-X".into(),
-        "sasl.password=alice-secret".into(),
-    ];
+    let sasl_plaintext = b.kcat_sasl_plaintext("SCRAM-SHA-256", "alice", "alice-secret");
     let read = kcat_ok(
         &sasl_plaintext,
         &["-C", "-t", "secured", "-e", "-q", "-f", "%s\n"],
@@ -369,18 +358,7 @@ fn acls_decide_what_each_user_may_do_and_change_without_a_restart() {
     let mut b = b;
     b.broker.stop();
     b.broker.restart();
-    let bob = vec![
-        "-b".to_string(),
-        format!("127.0.0.1:{}", b.sasl_plaintext),
-        "-X".into(),
-        "security.protocol=SASL_PLAINTEXT".into(),
-        "-X".into(),
-        "sasl.mechanisms=SCRAM-SHA-256".into(),
-        "-X".into(),
-        "sasl.username=bob".into(),
-        "-X".into(),
-        "sasl.password=bob-secret".into(),
-    ];
+    let bob = b.kcat_sasl_plaintext("SCRAM-SHA-256", "bob", "bob-secret");
     let read = kcat_ok(
         &bob,
         &["-C", "-t", "logs-app", "-e", "-q", "-f", "%s\n"],

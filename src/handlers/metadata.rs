@@ -65,17 +65,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
     // TOPIC_AUTHORIZATION_FAILED whether it exists or not), then Create for auto-creation.
     let may_describe = |name: &str| authorize::topic(shard, req, Operation::Describe, name);
     let denied = |name: Option<&str>, id: Uuid| {
-        let code = ErrorCode::TOPIC_AUTHORIZATION_FAILED;
-        errors::refused(
-            shard,
-            ApiKey::Metadata,
-            code,
-            &format_args!("topic {name:?}"),
-        );
-        MetadataResponseTopic::default()
-            .with_error_code(code.code())
-            .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_string()))))
-            .with_topic_id(id)
+        refused_topic(shard, ErrorCode::TOPIC_AUTHORIZATION_FAILED, name, id)
     };
     if let Asked::Ids(ids) = asked {
         let metadata = shard.metadata();
@@ -90,18 +80,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                 // Topic ids are not secret: the id is answered, the name is not.
                 Some(t) if !may_describe(&t.name) => denied(None, *id),
                 Some(t) => listing.topic(t),
-                None => {
-                    errors::refused(
-                        shard,
-                        ApiKey::Metadata,
-                        ErrorCode::UNKNOWN_TOPIC_ID,
-                        &format_args!("topic id {id}"),
-                    );
-                    MetadataResponseTopic::default()
-                        .with_error_code(ErrorCode::UNKNOWN_TOPIC_ID.code())
-                        .with_name(None)
-                        .with_topic_id(*id)
-                }
+                None => refused_topic(shard, ErrorCode::UNKNOWN_TOPIC_ID, None, *id),
             })
             .collect();
         return respond(shard, req, topics, operations);
@@ -179,15 +158,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: MetadataRequest) -> Resp
                     } else {
                         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
                     };
-                    errors::refused(
-                        shard,
-                        ApiKey::Metadata,
-                        code,
-                        &format_args!("topic {name:?}"),
-                    );
-                    MetadataResponseTopic::default()
-                        .with_error_code(code.code())
-                        .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+                    refused_topic(shard, code, Some(name), Uuid::nil())
                 }
             })
             .collect(),
@@ -242,6 +213,34 @@ fn respond(
         .with_cluster_authorized_operations(cluster_operations)
         .with_topics(topics);
     req.respond(ApiKey::Metadata, &resp)
+}
+
+/// A topic answered with `code` alone, by name or by id (the id is nil when asked by name),
+/// the refusal counted and logged.
+fn refused_topic(
+    shard: &Shard,
+    code: ErrorCode,
+    name: Option<&str>,
+    id: Uuid,
+) -> MetadataResponseTopic {
+    match name {
+        Some(name) => errors::refused(
+            shard,
+            ApiKey::Metadata,
+            code,
+            &format_args!("topic {name:?}"),
+        ),
+        None => errors::refused(
+            shard,
+            ApiKey::Metadata,
+            code,
+            &format_args!("topic id {id}"),
+        ),
+    }
+    MetadataResponseTopic::default()
+        .with_error_code(code.code())
+        .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_string()))))
+        .with_topic_id(id)
 }
 
 /// Kafka: a null topic name, or a topic id, before v12 fails the whole request

@@ -270,6 +270,22 @@ impl SecureBroker {
         ]
     }
 
+    /// kcat options for SASL without TLS as `user` with `mechanism`.
+    pub fn kcat_sasl_plaintext(&self, mechanism: &str, user: &str, password: &str) -> Vec<String> {
+        vec![
+            "-b".into(),
+            format!("127.0.0.1:{}", self.sasl_plaintext),
+            "-X".into(),
+            "security.protocol=SASL_PLAINTEXT".into(),
+            "-X".into(),
+            format!("sasl.mechanisms={mechanism}"),
+            "-X".into(),
+            format!("sasl.username={user}"),
+            "-X".into(),
+            format!("sasl.password={password}"),
+        ]
+    }
+
     /// kcat options for mutual TLS with the client certificate.
     pub fn kcat_ssl(&self) -> Vec<String> {
         vec![
