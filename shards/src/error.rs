@@ -68,6 +68,24 @@ pub enum Error {
         current: i16,
         got: i16,
     },
+
+    /// A producer's batch does not fit where its transaction stands: a transactional batch
+    /// that was not verified to be in an ongoing transaction, or a plain batch while the
+    /// producer's transaction is open (INVALID_TXN_STATE).
+    #[error("producer {producer_id}: {reason}")]
+    InvalidTxnState {
+        producer_id: i64,
+        reason: &'static str,
+    },
+
+    /// A marker from a transaction coordinator older than the one that wrote the producer's
+    /// last marker (TRANSACTION_COORDINATOR_FENCED).
+    #[error("producer {producer_id}: coordinator epoch {got} is older than {current}")]
+    CoordinatorFenced {
+        producer_id: i64,
+        current: i32,
+        got: i32,
+    },
 }
 
 impl Error {
@@ -143,6 +161,22 @@ impl Error {
                 current,
                 got,
             } => Error::InvalidProducerEpoch {
+                producer_id: *producer_id,
+                current: *current,
+                got: *got,
+            },
+            Error::InvalidTxnState {
+                producer_id,
+                reason,
+            } => Error::InvalidTxnState {
+                producer_id: *producer_id,
+                reason,
+            },
+            Error::CoordinatorFenced {
+                producer_id,
+                current,
+                got,
+            } => Error::CoordinatorFenced {
                 producer_id: *producer_id,
                 current: *current,
                 got: *got,

@@ -97,6 +97,22 @@ impl ErrorCode {
     pub const INVALID_PRODUCER_EPOCH: ErrorCode =
         ErrorCode::of(ResponseError::InvalidProducerEpoch);
     pub const INVALID_TXN_STATE: ErrorCode = ErrorCode::of(ResponseError::InvalidTxnState);
+    pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode =
+        ErrorCode::of(ResponseError::InvalidProducerIdMapping);
+    pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode =
+        ErrorCode::of(ResponseError::InvalidTransactionTimeout);
+    pub const CONCURRENT_TRANSACTIONS: ErrorCode =
+        ErrorCode::of(ResponseError::ConcurrentTransactions);
+    pub const TRANSACTION_COORDINATOR_FENCED: ErrorCode =
+        ErrorCode::of(ResponseError::TransactionCoordinatorFenced);
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode =
+        ErrorCode::of(ResponseError::OperationNotAttempted);
+    pub const UNSTABLE_OFFSET_COMMIT: ErrorCode =
+        ErrorCode::of(ResponseError::UnstableOffsetCommit);
+    pub const PRODUCER_FENCED: ErrorCode = ErrorCode::of(ResponseError::ProducerFenced);
+    pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode =
+        ErrorCode::of(ResponseError::TransactionalIdNotFound);
+    pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode::of(ResponseError::TransactionAbortable);
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode =
         ErrorCode::of(ResponseError::TransactionalIdAuthorizationFailed);
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode::of(ResponseError::KafkaStorageError);
@@ -147,6 +163,8 @@ pub fn code_for(e: &Error) -> ErrorCode {
         Error::InvalidBatch(b) => batch_code(b),
         Error::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
         Error::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH,
+        Error::InvalidTxnState { .. } => ErrorCode::INVALID_TXN_STATE,
+        Error::CoordinatorFenced { .. } => ErrorCode::TRANSACTION_COORDINATOR_FENCED,
         Error::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
         // The partition is closing (shutdown, deletion): the client looks it up again.
         Error::Closed(_) | Error::NotLeader(_) => ErrorCode::NOT_LEADER_OR_FOLLOWER,

@@ -38,6 +38,17 @@ pub fn build_batch(records: &[NewRecord], producer: ProducerFields) -> Bytes {
         .expect("an uncompressed batch needs no codec")
 }
 
+/// Encodes `records` as one uncompressed v2 batch of a producer's transaction (attribute bit 4):
+/// what a transactional producer sends, and the group coordinator's transactional offset commits.
+pub fn build_transactional_batch(records: &[NewRecord], producer: ProducerFields) -> Bytes {
+    let mut out = BytesMut::from(&build_batch(records, producer)[..]);
+    let attributes = i16::from_be_bytes([out[21], out[22]]) | 0x10;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out.freeze()
+}
+
 /// Encodes `records` as one v2 batch with base offset 0, its record section compressed with
 /// `codec`. Records with no timestamp (`-1`, from magic 0 messages) keep none.
 pub fn build_batch_compressed(

@@ -26,6 +26,7 @@
 
 pub mod build;
 pub mod codec;
+pub mod control;
 mod decoders;
 #[cfg(test)]
 mod fuzz_tests;

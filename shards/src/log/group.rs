@@ -4,7 +4,7 @@
 use super::cache::CachedBatch;
 use super::writer::{Numbering, PendingAppend};
 use super::LogInner;
-use crate::batch::{self, BatchHeader, Stamp, STAMP_BYTES};
+use crate::batch::{self, control, BatchHeader, Stamp, HEADER_BYTES, STAMP_BYTES};
 use crate::config::IoMode;
 use crate::error::Error;
 use crate::types::now_ms;
@@ -300,6 +300,13 @@ fn record(inner: &Rc<LogInner>, placed: &[Placed]) {
         let active = st.segments.last_mut().expect("active segment");
         for p in placed {
             active.record_batch(p.position, &p.header, index_interval);
+            if p.header.is_transactional() {
+                let marker =
+                    control::parse_marker(&p.header, &p.body[HEADER_BYTES - STAMP_BYTES..]);
+                if let Some(aborted) = st.txns.observe(&p.header, marker) {
+                    active.txn_index.push(aborted);
+                }
+            }
         }
         active.verified.insert(start, active.size);
         active.first_append_ms.get_or_insert(now);

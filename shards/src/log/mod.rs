@@ -30,6 +30,7 @@ mod roll;
 mod scan;
 mod segment;
 mod start;
+mod txn;
 mod verified;
 mod writer;
 
@@ -47,6 +48,7 @@ pub use epochs::{EpochEntry, LeaderEpochCache};
 pub use group::AppendInfo;
 pub use read::{Chunk, FoundBatch, ReadResult};
 pub use retention::RetentionOutcome;
+pub use txn::AbortedTxn;
 
 use crate::batch::{self, BatchHeader, BatchOrigin};
 use crate::config::{IoMode, LogConfig};
@@ -189,6 +191,11 @@ pub(crate) struct LogState {
     /// (base offset, position) of recent batches of the active segment: maps a high watermark
     /// to a byte position without reading headers.
     recent_positions: VecDeque<(i64, u64)>,
+    /// Open transactions, in written order.
+    txns: txn::TxnTracker,
+    /// False when a `.txnindex` was damaged on open: the partition then rebuilds every index
+    /// from the log (see `Log::restart_transactions_at`).
+    txn_indexes_sound: bool,
 }
 
 impl LogInner {

@@ -2,6 +2,7 @@
 
 use super::scan::HeaderWalker;
 use super::LogInner;
+use crate::batch::control::{self, MarkerRecord};
 use crate::batch::{self, BatchHeader, BatchOrigin, Stamp};
 use crate::error::{Error, Result};
 use crate::uring::File;
@@ -226,8 +227,13 @@ impl super::Log {
 
 impl super::Log {
     /// Calls `f` with the header of every batch from the one holding `from` to the log end,
-    /// reading headers only (rebuilding producer state on open).
-    pub async fn for_each_header(&self, from: i64, mut f: impl FnMut(&BatchHeader)) -> Result<()> {
+    /// and for a control batch its marker (rebuilding producer and transaction state on open).
+    /// Reads headers only, and the few bytes of each marker.
+    pub async fn for_each_header(
+        &self,
+        from: i64,
+        mut f: impl FnMut(&BatchHeader, Option<MarkerRecord>),
+    ) -> Result<()> {
         let segments: Vec<(File, u64, u64)> = {
             let st = self.inner.state.borrow();
             st.segments
@@ -244,7 +250,18 @@ impl super::Log {
             let mut pos = start;
             while let Some(h) = walker.header_at(pos, size).await? {
                 if h.last_offset() >= from {
-                    f(&h);
+                    let marker = if h.is_control() {
+                        let bytes = file
+                            .read_at(pos, h.total_bytes())
+                            .await
+                            .map_err(|e| Error::io("read", file.path(), e))?;
+                        bytes
+                            .get(batch::HEADER_BYTES..)
+                            .and_then(|records| control::parse_marker(&h, records))
+                    } else {
+                        None
+                    };
+                    f(&h, marker);
                 }
                 pos += h.total_bytes() as u64;
             }

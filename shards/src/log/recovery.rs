@@ -36,6 +36,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         .filter(|p| bases.contains(&p.segment_base));
     let index_interval = options.config.index_interval_bytes;
     let mut segments = Vec::with_capacity(bases.len().max(1));
+    let mut txn_indexes_sound = true;
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
         let paths = SegmentPaths::new(dir, base);
@@ -44,6 +45,13 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             .map_err(|e| Error::io("open", &paths.log, e))?;
         let file_size = file.size().map_err(|e| Error::io("stat", &paths.log, e))?;
         let mut seg = Segment::empty(base, file, paths);
+        match super::txn::TxnIndex::load(&seg.paths.txn_index, base).await {
+            Some(index) => seg.txn_index = index,
+            None => {
+                tracing::warn!(log = %dir.display(), base, "damaged .txnindex; rebuilding the transaction indexes from the log");
+                txn_indexes_sound = false;
+            }
+        }
         let torn = match (point, next_base) {
             (Some(p), Some(next)) if base < p.segment_base => {
                 load_sealed(&mut seg, file_size, next, index_interval).await?;
@@ -59,7 +67,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             for &later in &bases[i + 1..] {
                 tracing::warn!(log = %dir.display(), base = later, "removing segment after a torn tail");
                 let paths = SegmentPaths::new(dir, later);
-                for p in [&paths.log, &paths.index, &paths.time_index] {
+                for p in paths.all() {
                     let _ = uring::unlink(p).await;
                 }
             }
@@ -101,6 +109,8 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             read_hints: VecDeque::new(),
             writeback: (-1, 0),
             recent_positions: VecDeque::new(),
+            txns: Default::default(),
+            txn_indexes_sound,
         }),
         epochs: RefCell::new(epochs),
         epochs_lock: Semaphore::new(1),

@@ -22,6 +22,8 @@ pub(crate) struct SegmentPaths {
     pub log: PathBuf,
     pub index: PathBuf,
     pub time_index: PathBuf,
+    /// Aborted transactions (`.txnindex`); absent while there are none.
+    pub txn_index: PathBuf,
 }
 
 impl SegmentPaths {
@@ -31,7 +33,13 @@ impl SegmentPaths {
             log: dir.join(format!("{stem}.log")),
             index: dir.join(format!("{stem}.index")),
             time_index: dir.join(format!("{stem}.timeindex")),
+            txn_index: dir.join(format!("{stem}.txnindex")),
         }
+    }
+
+    /// Every file a segment may have.
+    pub fn all(&self) -> [&PathBuf; 4] {
+        [&self.log, &self.index, &self.time_index, &self.txn_index]
     }
 }
 
@@ -56,6 +64,8 @@ pub(crate) struct Segment {
     pub first_append_ms: Option<i64>,
     /// Byte ranges validated since this process opened the log (appended or scanned).
     pub verified: VerifiedRanges,
+    /// The transactions aborted by markers in this segment.
+    pub txn_index: super::txn::TxnIndex,
 }
 
 impl Segment {
@@ -78,6 +88,13 @@ impl Segment {
                 .await
                 .map_err(|e| Error::io("create", p, e))?;
         }
+        // A `.txnindex` is written only once a transaction aborts here; one a removed segment
+        // of the same base left behind must not be taken for this one's.
+        match uring::unlink(&paths.txn_index).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("unlink", &paths.txn_index, e)),
+        }
         Ok(Segment::empty(base_offset, file, paths))
     }
 
@@ -96,6 +113,7 @@ impl Segment {
             bytes_since_index: 0,
             first_append_ms: None,
             verified: VerifiedRanges::default(),
+            txn_index: super::txn::TxnIndex::default(),
         }
     }
 
@@ -161,7 +179,7 @@ impl Segment {
 
 /// Removes a segment's files (those already gone are skipped).
 pub async fn delete_files(paths: &SegmentPaths) -> Result<()> {
-    for p in [&paths.log, &paths.index, &paths.time_index] {
+    for p in paths.all() {
         match uring::unlink(p).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -7,14 +7,18 @@
 pub mod producers;
 pub mod replication;
 
+use crate::batch::control::{self, MarkerRecord};
 use crate::batch::BatchOrigin;
 use crate::error::{Error, Result};
+use crate::log::AbortedTxn;
 use crate::log::{AppendInfo, CleanOutcome, CleanerBudget, Log, LogOptions, ReadResult};
 use crate::sync::Notify;
 use crate::types::now_ms;
 use crate::uring;
 use bytes::Bytes;
-use producers::{OffsetSlot, ProducerTable, SequenceCheck};
+use producers::{
+    DecodedSnapshot, MarkerRefusal, OffsetSlot, ProducerTable, SequenceCheck, TxnRefusal,
+};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::rc::Rc;
@@ -55,6 +59,7 @@ impl Partition {
         let log = Log::open(dir, options).await?;
         let (producers, snapshot_covers) = load_producers(&log).await?;
         let hw = log.log_end_offset();
+        log.on_high_watermark(hw);
         let replication = replication::Replication::default();
         replication
             .stored_high_watermark
@@ -106,6 +111,33 @@ impl Partition {
     /// Appends a producer's record set: validation, idempotence, write. A retried duplicate
     /// is answered with the original offsets and not written again.
     pub async fn produce(self: &Rc<Self>, records: &Bytes) -> Result<AppendInfo> {
+        self.produce_verified(records, None).await
+    }
+
+    /// Whether a transactional batch of `producer_id` must be verified with the transaction
+    /// coordinator first (its transaction is not open here yet); see [`start_verification`].
+    ///
+    /// [`start_verification`]: Partition::start_verification
+    pub fn needs_verification(&self, producer_id: i64) -> bool {
+        self.producers.borrow().needs_verification(producer_id)
+    }
+
+    /// Takes a verification guard before asking the coordinator (KIP-890): the batch is then
+    /// appended with [`produce_verified`] only if no append of the producer came in between.
+    ///
+    /// [`produce_verified`]: Partition::produce_verified
+    pub fn start_verification(&self, producer_id: i64) -> u64 {
+        self.producers
+            .borrow_mut()
+            .start_verification(producer_id, now_ms())
+    }
+
+    /// `produce`, for a record set whose transactional batches were verified under `guard`.
+    pub async fn produce_verified(
+        self: &Rc<Self>,
+        records: &Bytes,
+        guard: Option<u64>,
+    ) -> Result<AppendInfo> {
         // A follower's log takes only what its leader sends (`append_from_leader`).
         if !self.leads() {
             return Err(Error::NotLeader(self.log.dir().to_path_buf()));
@@ -122,25 +154,16 @@ impl Partition {
                 if !h.is_idempotent() {
                     continue;
                 }
-                let refusal = match table.check(h) {
-                    SequenceCheck::Append => {
+                let refusal = match check_producer_batch(&table, h, guard) {
+                    Ok(Accepted::Append) => {
                         recorded.push((h.producer_id, table.record(h, now)));
                         continue;
                     }
-                    SequenceCheck::Duplicate(slot) => {
+                    Ok(Accepted::Duplicate(slot)) => {
                         duplicate = Some(slot);
                         break;
                     }
-                    SequenceCheck::OutOfOrder { expected, got } => Error::OutOfOrderSequence {
-                        producer_id: h.producer_id,
-                        expected,
-                        got,
-                    },
-                    SequenceCheck::StaleEpoch { current, got } => Error::InvalidProducerEpoch {
-                        producer_id: h.producer_id,
-                        current,
-                        got,
-                    },
+                    Err(e) => e,
                 };
                 for (pid, slot) in recorded.drain(..) {
                     slot.fail();
@@ -221,12 +244,15 @@ impl Partition {
         if batches.is_empty() {
             return Ok(None);
         }
-        let headers: Vec<_> = batches.iter().map(|b| b.header).collect();
+        let headers: Vec<_> = batches
+            .iter()
+            .map(|b| (b.header, marker_of(&b.header, &b.bytes)))
+            .collect();
         let info = self.log.append_as_follower(batches).await?;
         let now = now_ms();
         let mut table = self.producers.borrow_mut();
-        for h in &headers {
-            table.replay(h, now);
+        for (h, marker) in &headers {
+            table.replay(h, *marker, now);
         }
         Ok(Some(info))
     }
@@ -254,8 +280,101 @@ impl Partition {
     fn advance_high_watermark(&self, to: i64) {
         if to > self.high_watermark.get() {
             self.high_watermark.set(to);
+            self.log.on_high_watermark(to);
             self.hw_moved.notify_all();
         }
+    }
+
+    /// The last stable offset: READ_COMMITTED readers read below it. The first offset of a
+    /// transaction still open (or whose marker is not yet committed), at most the high
+    /// watermark (`UnifiedLog.lastStableOffset`).
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.high_watermark.get();
+        self.log.first_unstable_offset().map_or(hw, |o| o.min(hw))
+    }
+
+    /// What a READ_COMMITTED consumer may read from `offset`: whole batches below the last
+    /// stable offset, and the aborted transactions among them, for the consumer to drop.
+    pub async fn fetch_committed(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<(ReadResult, Vec<AbortedTxn>)> {
+        let read = self
+            .log
+            .read(offset, max_bytes, self.last_stable_offset())
+            .await?;
+        let aborted = if read.chunks.is_empty() {
+            Vec::new()
+        } else {
+            self.log.aborted_transactions(offset, read.next_offset)
+        };
+        Ok((read, aborted))
+    }
+
+    /// Waits until the last stable offset passes `offset` or `timeout` elapses; true if it did
+    /// (a READ_COMMITTED long poll: the high watermark may be far past an open transaction).
+    pub async fn wait_for_stable(&self, offset: i64, timeout: Duration) -> bool {
+        wait_until(
+            &self.hw_moved,
+            || self.last_stable_offset() > offset,
+            timeout,
+        )
+        .await
+    }
+
+    /// Writes the marker that ends `producer_id`'s transaction here (the transaction
+    /// coordinator's WriteTxnMarkers), as leader; returns its offset once written. Refused
+    /// for an epoch older than the producer's (INVALID_PRODUCER_EPOCH) or from an older
+    /// coordinator (TRANSACTION_COORDINATOR_FENCED). The caller waits for it to be committed.
+    pub async fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: MarkerRecord,
+    ) -> Result<i64> {
+        if !self.leads() {
+            return Err(Error::NotLeader(self.log.dir().to_path_buf()));
+        }
+        let now = now_ms();
+        {
+            let mut table = self.producers.borrow_mut();
+            match table.check_marker(producer_id, producer_epoch, marker.coordinator_epoch) {
+                Ok(()) => {}
+                Err(MarkerRefusal::StaleEpoch { current }) => {
+                    return Err(Error::InvalidProducerEpoch {
+                        producer_id,
+                        current,
+                        got: producer_epoch,
+                    })
+                }
+                Err(MarkerRefusal::CoordinatorFenced { current }) => {
+                    return Err(Error::CoordinatorFenced {
+                        producer_id,
+                        current,
+                        got: marker.coordinator_epoch,
+                    })
+                }
+            }
+            // Recorded before the write, in queue order like a data batch: a batch of the
+            // producer checked after this sees its transaction closed.
+            table.record_marker(producer_id, producer_epoch, marker.coordinator_epoch, now);
+        }
+        let bytes = control::build_marker(producer_id, producer_epoch, marker, now);
+        let header = crate::batch::BatchHeader::parse(&bytes)?;
+        let batch = crate::log::ValidBatch { bytes, header };
+        let info = self
+            .log
+            .append(vec![batch], self.leader_epoch.get())
+            .await?;
+        self.log_grew.notify_all();
+        self.recompute_high_watermark();
+        Ok(info.base_offset)
+    }
+
+    /// The first offset of the producer's open transaction in this partition, if any.
+    pub fn open_transaction(&self, producer_id: i64) -> Option<i64> {
+        self.log.open_transaction(producer_id)
     }
 
     /// What a consumer may read from `offset`: whole batches below the high watermark.
@@ -295,8 +414,11 @@ impl Partition {
         let bytes = {
             let mut table = self.producers.borrow_mut();
             table.expire(now_ms());
-            table.encode(covers)
+            table.encode(covers, &self.log.open_transactions())
         };
+        // The snapshot says the replay may start at `covers`: every abort below it must be in
+        // a `.txnindex` on disk first.
+        self.log.persist_txn_indexes().await?;
         let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
         uring::write_atomically(&path, bytes)
             .await
@@ -327,6 +449,8 @@ impl Partition {
         let (table, covers) = load_producers(&self.log).await?;
         *self.producers.borrow_mut() = table;
         self.snapshot_covers.set(covers);
+        self.log.on_high_watermark(self.high_watermark.get());
+        self.hw_moved.notify_all();
         Ok(())
     }
 
@@ -335,6 +459,54 @@ impl Partition {
         self.log.close().await?;
         self.store_producers().await?;
         self.store_high_watermark().await
+    }
+}
+
+/// The marker of a control batch (`batch` whole, from its base offset).
+fn marker_of(h: &crate::batch::BatchHeader, batch: &[u8]) -> Option<MarkerRecord> {
+    if !h.is_control() {
+        return None;
+    }
+    control::parse_marker(h, batch.get(crate::batch::HEADER_BYTES..)?)
+}
+
+/// What becomes of a producer's batch that passed its checks.
+enum Accepted {
+    Append,
+    /// A retry of a batch written (or being written): answered with its offsets.
+    Duplicate(Rc<OffsetSlot>),
+}
+
+/// A producer's batch against its transaction and its sequence, or the error Kafka answers
+/// (`ProducerAppendInfo`: the transaction checks come first).
+fn check_producer_batch(
+    table: &ProducerTable,
+    h: &crate::batch::BatchHeader,
+    guard: Option<u64>,
+) -> Result<Accepted> {
+    if let Err(TxnRefusal::InvalidTxnState) = table.check_transaction(h, guard) {
+        return Err(Error::InvalidTxnState {
+            producer_id: h.producer_id,
+            reason: if h.is_transactional() {
+                "transactional batch not part of an ongoing transaction"
+            } else {
+                "non-transactional batch while a transaction is open"
+            },
+        });
+    }
+    match table.check(h) {
+        SequenceCheck::OutOfOrder { expected, got } => Err(Error::OutOfOrderSequence {
+            producer_id: h.producer_id,
+            expected,
+            got,
+        }),
+        SequenceCheck::StaleEpoch { current, got } => Err(Error::InvalidProducerEpoch {
+            producer_id: h.producer_id,
+            current,
+            got,
+        }),
+        SequenceCheck::Append => Ok(Accepted::Append),
+        SequenceCheck::Duplicate(slot) => Ok(Accepted::Duplicate(slot)),
     }
 }
 
@@ -377,12 +549,27 @@ async fn load_producers(log: &Log) -> Result<(ProducerTable, i64)> {
     };
     let end = log.log_end_offset();
     let start = log.log_start_offset();
-    let (mut table, from) = match snapshot {
-        Some((t, below)) if below <= end && below >= start => (t, below),
-        _ => (ProducerTable::default(), start),
-    };
     let now = now_ms();
-    log.for_each_header(from, |h| table.replay(h, now)).await?;
+    // A damaged `.txnindex` is rebuilt by replaying the whole log.
+    let usable =
+        |s: &DecodedSnapshot| s.below <= end && s.below >= start && log.txn_indexes_sound();
+    let (mut table, from) = match snapshot {
+        Some(s) if usable(&s) => {
+            log.restart_transactions_at(s.below, &s.open);
+            let mut table = s.table;
+            table.open_transactions(&s.open, now);
+            (table, s.below)
+        }
+        _ => {
+            log.restart_transactions_at(start, &[]);
+            (ProducerTable::default(), start)
+        }
+    };
+    log.for_each_header(from, |h, marker| {
+        table.replay(h, marker, now);
+        log.replay_transaction(h, marker);
+    })
+    .await?;
     Ok((table, from))
 }
 
@@ -390,3 +577,5 @@ async fn load_producers(log: &Log) -> Result<(ProducerTable, i64)> {
 mod replication_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;

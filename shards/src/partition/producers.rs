@@ -11,8 +11,19 @@
 //! the write completes. The table is snapshotted with each recovery point (`producer-state`)
 //! and rebuilt on open from the snapshot plus the batch headers after it.
 //!
+//! Transactions (KIP-98): a producer's first transactional batch opens its transaction here and
+//! its marker ends it. The table knows, in queue order, whether a producer's transaction is open
+//! (the log knows where it starts, in written order). A transactional batch may open one only
+//! with a verification guard (KIP-890): the produce path asks the transaction coordinator
+//! whether this partition is in the producer's transaction and takes a guard first; any append
+//! of the producer (a marker above all) clears it, so a batch verified before its transaction
+//! ended cannot open a transaction nobody will close. Producers with an open transaction are
+//! never expired. Markers carry the coordinator's epoch; one from an older coordinator is
+//! refused (TRANSACTION_COORDINATOR_FENCED).
+//!
 //! Lives on: the shard that owns the partition.
 
+use crate::batch::control::MarkerRecord;
 use crate::batch::BatchHeader;
 use crate::sync::Notify;
 use std::cell::Cell;
@@ -77,6 +88,22 @@ struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchRecord>,
     last_seen_ms: i64,
+    /// Epoch of the transaction coordinator that wrote this producer's last marker; -1 before.
+    coordinator_epoch: i32,
+    /// A transactional batch of this producer is in the log or queued, and no marker after it.
+    txn_open: bool,
+}
+
+impl ProducerEntry {
+    fn new(epoch: i16, now_ms: i64) -> ProducerEntry {
+        ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            last_seen_ms: now_ms,
+            coordinator_epoch: -1,
+            txn_open: false,
+        }
+    }
 }
 
 /// What to do with a batch from an idempotent producer.
@@ -95,9 +122,29 @@ pub enum SequenceCheck {
     },
 }
 
+/// Why a batch may not be part of (or outside) a transaction.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TxnRefusal {
+    /// A transactional batch with no open transaction and no valid verification guard, or a
+    /// plain batch while the producer's transaction is open: INVALID_TXN_STATE.
+    InvalidTxnState,
+}
+
+/// Why a marker may not be written.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MarkerRefusal {
+    /// The producer has a newer epoch: INVALID_PRODUCER_EPOCH.
+    StaleEpoch { current: i16 },
+    /// A newer coordinator wrote this producer's last marker: TRANSACTION_COORDINATOR_FENCED.
+    CoordinatorFenced { current: i32 },
+}
+
 #[derive(Default)]
 pub struct ProducerTable {
     producers: HashMap<i64, ProducerEntry>,
+    /// Verification guards handed out (KIP-890), with when: producer id → (guard, ms).
+    guards: HashMap<i64, (u64, i64)>,
+    next_guard: u64,
 }
 
 fn follows(last: i32, next: i32) -> bool {
@@ -167,11 +214,11 @@ impl ProducerTable {
         let entry = self
             .producers
             .entry(h.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: h.producer_epoch,
-                batches: VecDeque::new(),
-                last_seen_ms: now_ms,
-            });
+            .or_insert_with(|| ProducerEntry::new(h.producer_epoch, now_ms));
+        self.guards.remove(&h.producer_id);
+        if h.is_transactional() {
+            entry.txn_open = true;
+        }
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
@@ -193,29 +240,140 @@ impl ProducerTable {
         self.producers.remove(&producer_id);
     }
 
+    /// Producers with an open transaction are kept: forgetting one would lose where its
+    /// transaction stands.
     fn forget_least_recent(&mut self) {
-        if let Some((&pid, _)) = self.producers.iter().min_by_key(|(_, e)| e.last_seen_ms) {
+        let least = self
+            .producers
+            .iter()
+            .filter(|(_, e)| !e.txn_open)
+            .min_by_key(|(_, e)| e.last_seen_ms);
+        if let Some((&pid, _)) = least {
             self.producers.remove(&pid);
         }
     }
 
-    /// Rebuilds state from a batch header found in the log (on open, after the snapshot).
-    pub fn replay(&mut self, h: &BatchHeader, now_ms: i64) {
+    /// Whether a transactional batch of the producer needs a verification guard to be taken:
+    /// true unless its transaction is already open here.
+    pub fn needs_verification(&self, producer_id: i64) -> bool {
+        !self.producers.get(&producer_id).is_some_and(|e| e.txn_open)
+    }
+
+    /// A new verification guard for the producer, replacing any earlier one.
+    pub fn start_verification(&mut self, producer_id: i64, now_ms: i64) -> u64 {
+        self.next_guard += 1;
+        self.guards.insert(producer_id, (self.next_guard, now_ms));
+        self.next_guard
+    }
+
+    /// Kafka's transaction checks of a data batch (`ProducerAppendInfo.appendDataBatch` and the
+    /// KIP-890 guard check in `UnifiedLog`), before its sequence is checked.
+    pub fn check_transaction(&self, h: &BatchHeader, guard: Option<u64>) -> Result<(), TxnRefusal> {
+        let open = self
+            .producers
+            .get(&h.producer_id)
+            .is_some_and(|e| e.txn_open);
+        if h.is_transactional() {
+            let guarded = guard.is_some() && self.guards.get(&h.producer_id).map(|g| g.0) == guard;
+            if !open && !guarded {
+                return Err(TxnRefusal::InvalidTxnState);
+            }
+        } else if open {
+            return Err(TxnRefusal::InvalidTxnState);
+        }
+        Ok(())
+    }
+
+    /// Whether a marker from a coordinator at `coordinator_epoch` may end the producer's
+    /// transaction at `epoch` (`ProducerAppendInfo.appendEndTxnMarker`).
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), MarkerRefusal> {
+        let Some(e) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if epoch < e.epoch {
+            return Err(MarkerRefusal::StaleEpoch { current: e.epoch });
+        }
+        if coordinator_epoch < e.coordinator_epoch {
+            return Err(MarkerRefusal::CoordinatorFenced {
+                current: e.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a marker that passed `check_marker` (or was found in the log): the transaction
+    /// ends; a higher epoch (a fenced or timed-out producer) starts the sequences over.
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) {
+        if !self.producers.contains_key(&producer_id) && self.producers.len() >= PRODUCERS_MAX {
+            self.forget_least_recent();
+        }
+        self.guards.remove(&producer_id);
+        let e = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry::new(epoch, now_ms));
+        if epoch != e.epoch {
+            e.epoch = epoch;
+            e.batches.clear();
+        }
+        e.coordinator_epoch = coordinator_epoch;
+        e.txn_open = false;
+        e.last_seen_ms = now_ms;
+    }
+
+    /// Rebuilds state from a batch found in the log (on open, after the snapshot); `marker` is
+    /// what a control batch says.
+    pub fn replay(&mut self, h: &BatchHeader, marker: Option<MarkerRecord>, now_ms: i64) {
         if h.producer_id < 0 {
+            return;
+        }
+        if h.is_control() {
+            if let Some(m) = marker {
+                self.record_marker(h.producer_id, h.producer_epoch, m.coordinator_epoch, now_ms);
+            }
             return;
         }
         self.insert(h, OffsetSlot::known(h.base_offset, h.last_offset()), now_ms);
     }
 
     pub fn expire(&mut self, now_ms: i64) {
+        let live = |seen: i64| now_ms.saturating_sub(seen) < PRODUCER_EXPIRATION_MS;
         self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_seen_ms) < PRODUCER_EXPIRATION_MS);
+            .retain(|_, e| e.txn_open || live(e.last_seen_ms));
+        self.guards.retain(|_, g| live(g.1));
+    }
+
+    /// Marks the producers the log holds an open transaction for (after a snapshot's decode).
+    pub fn open_transactions(&mut self, open: &[(i64, i64)], now_ms: i64) {
+        for &(pid, _) in open {
+            self.producers
+                .entry(pid)
+                .or_insert_with(|| ProducerEntry::new(-1, now_ms))
+                .txn_open = true;
+        }
     }
 
     /// Text snapshot of the batches written below `below` (pending ones are left out; they are
-    /// replayed from the log on the next open).
-    pub fn encode(&self, below: i64) -> Vec<u8> {
-        let mut out = format!("0\n{below}\n");
+    /// replayed from the log on the next open), with each producer's coordinator epoch and the
+    /// first offset of its open transaction (`open`, from the log, as of `below`).
+    ///
+    /// Format "1": a line `1`, a line `below`, then per producer `pid epoch last_seen_ms
+    /// coordinator_epoch txn_first_offset n` and `n` times `first_seq last_seq base last`.
+    /// Format "0" (read only) lacks the two transaction fields.
+    pub fn encode(&self, below: i64, open: &[(i64, i64)]) -> Vec<u8> {
+        let open: HashMap<i64, i64> = open.iter().copied().collect();
+        let mut out = format!("1\n{below}\n");
         for (pid, e) in &self.producers {
             let written: Vec<(i32, i32, i64, i64)> = e
                 .batches
@@ -225,13 +383,15 @@ impl ProducerTable {
                     (last < below).then_some((b.first_seq, b.last_seq, base, last))
                 })
                 .collect();
-            if written.is_empty() {
+            let txn_first = open.get(pid).copied().unwrap_or(-1);
+            if written.is_empty() && e.coordinator_epoch < 0 && txn_first < 0 {
                 continue;
             }
             out.push_str(&format!(
-                "{pid} {} {} {}",
+                "{pid} {} {} {} {txn_first} {}",
                 e.epoch,
                 e.last_seen_ms,
+                e.coordinator_epoch,
                 written.len()
             ));
             for (f, l, b, o) in written {
@@ -242,24 +402,36 @@ impl ProducerTable {
         out.into_bytes()
     }
 
-    /// Parses a snapshot; returns the table and the offset it covers.
-    pub fn decode(bytes: &[u8]) -> Option<(ProducerTable, i64)> {
+    /// Parses a snapshot: the table, the offset it covers, and the transactions open there as
+    /// (producer id, first offset).
+    pub fn decode(bytes: &[u8]) -> Option<DecodedSnapshot> {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut lines = text.lines();
-        if lines.next()? != "0" {
-            return None;
-        }
+        let with_txns = match lines.next()? {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
         let below: i64 = lines.next()?.trim().parse().ok()?;
         let mut table = ProducerTable::default();
+        let mut open = Vec::new();
         for line in lines {
             let f: Vec<i64> = line
                 .split_whitespace()
                 .map(|x| x.parse().ok())
                 .collect::<Option<_>>()?;
-            let [pid, epoch, last_seen, n, rest @ ..] = f.as_slice() else {
-                return None;
+            let (pid, epoch, last_seen, coordinator_epoch, txn_first, n, rest) = if with_txns {
+                let [pid, epoch, last_seen, ce, tf, n, rest @ ..] = f.as_slice() else {
+                    return None;
+                };
+                (*pid, *epoch, *last_seen, *ce, *tf, *n, rest)
+            } else {
+                let [pid, epoch, last_seen, n, rest @ ..] = f.as_slice() else {
+                    return None;
+                };
+                (*pid, *epoch, *last_seen, -1, -1, *n, rest)
             };
-            if rest.len() != (*n as usize) * 4 {
+            if n < 0 || rest.len() != (n as usize) * 4 {
                 return None;
             }
             let mut batches = VecDeque::new();
@@ -270,17 +442,31 @@ impl ProducerTable {
                     slot: OffsetSlot::known(b[2], b[3]),
                 });
             }
+            if txn_first >= 0 {
+                open.push((pid, txn_first));
+            }
             table.producers.insert(
-                *pid,
+                pid,
                 ProducerEntry {
-                    epoch: *epoch as i16,
+                    epoch: epoch as i16,
                     batches,
-                    last_seen_ms: *last_seen,
+                    last_seen_ms: last_seen,
+                    coordinator_epoch: coordinator_epoch as i32,
+                    txn_open: txn_first >= 0,
                 },
             );
         }
-        Some((table, below))
+        Some(DecodedSnapshot { table, below, open })
     }
+}
+
+/// What a producer snapshot holds.
+pub struct DecodedSnapshot {
+    pub table: ProducerTable,
+    /// The log offset the snapshot covers.
+    pub below: i64,
+    /// Transactions open at `below`: (producer id, first offset).
+    pub open: Vec<(i64, i64)>,
 }
 
 #[cfg(test)]
@@ -376,8 +562,10 @@ mod tests {
         let mut t = ProducerTable::default();
         t.record(&header(9, 2, 0, 3), 100).set(10, 12);
         t.record(&header(9, 2, 3, 1), 100); // still pending
-        let bytes = t.encode(13);
-        let (back, below) = ProducerTable::decode(&bytes).unwrap();
+        let bytes = t.encode(13, &[]);
+        let DecodedSnapshot {
+            table: back, below, ..
+        } = ProducerTable::decode(&bytes).unwrap();
         assert_eq!(below, 13);
         assert!(matches!(
             back.check(&header(9, 2, 0, 3)),

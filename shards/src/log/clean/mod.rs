@@ -156,6 +156,7 @@ fn plan(inner: &LogInner, clean_below: i64, now_ms: i64) -> Option<Plan> {
             size: s.size,
             next_offset: s.next_offset,
             max_timestamp: s.max_timestamp,
+            aborted: s.txn_index.entries.clone(),
         })
         .collect();
     if sources.is_empty() {

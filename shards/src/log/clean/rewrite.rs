@@ -148,6 +148,9 @@ pub(crate) struct SourceSegment {
     pub size: u64,
     pub next_offset: i64,
     pub max_timestamp: i64,
+    /// The segment's aborted transactions: the cleaner keeps transactional batches and
+    /// markers as they are, so the cleaned segment holds all of its sources' entries.
+    pub aborted: Vec<crate::log::AbortedTxn>,
 }
 
 /// How much a rewrite kept and dropped.
@@ -212,6 +215,13 @@ pub(crate) async fn rewrite_run(
         out.offset_of_max_timestamp = base;
     }
     out.seal_indexes();
+    for source in run {
+        for &entry in &source.aborted {
+            out.txn_index.push(entry);
+        }
+    }
+    let txn_index_path = out.paths.txn_index.clone();
+    out.txn_index.write_whole(&txn_index_path).await?;
     let writes = out.index_writes();
     crate::log::segment::write_indexes(&writes, true).await?;
     out.indexes_persisted(&writes);

@@ -27,6 +27,7 @@ pub(crate) fn cleaned_paths(dir: &Path, base: i64) -> SegmentPaths {
         log: with_suffix(&final_paths.log),
         index: with_suffix(&final_paths.index),
         time_index: with_suffix(&final_paths.time_index),
+        txn_index: with_suffix(&final_paths.txn_index),
     }
 }
 
@@ -57,6 +58,7 @@ pub(crate) async fn finish(dir: &Path, base: i64, replaced: &[i64]) -> Result<()
     for (from, to) in [
         (&cleaned.index, &target.index),
         (&cleaned.time_index, &target.time_index),
+        (&cleaned.txn_index, &target.txn_index),
         (&cleaned.log, &target.log),
     ] {
         match uring::rename(from, to).await {
@@ -67,7 +69,7 @@ pub(crate) async fn finish(dir: &Path, base: i64, replaced: &[i64]) -> Result<()
     }
     for &old in replaced.iter().filter(|&&b| b != base) {
         let paths = SegmentPaths::new(dir, old);
-        for p in [&paths.log, &paths.index, &paths.time_index] {
+        for p in paths.all() {
             match uring::unlink(p).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -1,0 +1,269 @@
+//! Transactions in one partition: guards, markers, the last stable offset, aborted
+//! transactions for READ_COMMITTED readers, and all of it rebuilt after a restart.
+
+use super::*;
+use crate::batch::build::{build_batch, build_transactional_batch, NewRecord, ProducerFields};
+use crate::batch::control::Marker;
+use crate::config::{IoMode, LogConfig};
+use crate::log::BatchCache;
+use crate::testing::run_local as run;
+
+fn batch(pid: i64, epoch: i16, seq: i32, n: usize, transactional: bool) -> Bytes {
+    let records: Vec<NewRecord> = (0..n)
+        .map(|i| NewRecord {
+            value: Some(Bytes::from(format!("p{pid}-{seq}-{i}"))),
+            timestamp_ms: 1,
+            ..Default::default()
+        })
+        .collect();
+    let producer = ProducerFields {
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: seq,
+    };
+    if transactional {
+        build_transactional_batch(&records, producer)
+    } else {
+        build_batch(&records, producer)
+    }
+}
+
+fn plain(n: usize) -> Bytes {
+    batch(-1, -1, -1, n, false)
+}
+
+fn marker(m: Marker, coordinator_epoch: i32) -> MarkerRecord {
+    MarkerRecord {
+        marker: m,
+        coordinator_epoch,
+    }
+}
+
+async fn open(dir: &Path, mode: IoMode) -> Rc<Partition> {
+    Partition::open(
+        dir,
+        Arc::from("t"),
+        0,
+        0,
+        LogOptions {
+            config: LogConfig::default(),
+            io_mode: mode,
+            writer: Default::default(),
+            cache: (mode == IoMode::Direct).then(|| BatchCache::new(1 << 20)),
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// A transactional batch as the produce path sends it: verified first.
+async fn produce_txn(p: &Rc<Partition>, pid: i64, epoch: i16, seq: i32, n: usize) -> AppendInfo {
+    let guard = p.needs_verification(pid).then(|| p.start_verification(pid));
+    p.produce_verified(&batch(pid, epoch, seq, n, true), guard)
+        .await
+        .unwrap()
+}
+
+/// (producer, first offset) of the aborted transactions a read of `[from, upper)` is told of,
+/// by first offset (the order a consumer uses them in).
+fn aborted(p: &Partition, from: i64, upper: i64) -> Vec<(i64, i64)> {
+    let mut list: Vec<(i64, i64)> = p
+        .log()
+        .aborted_transactions(from, upper)
+        .iter()
+        .map(|a| (a.producer_id, a.first_offset))
+        .collect();
+    list.sort_by_key(|&(_, first)| first);
+    list
+}
+
+fn invalid_txn_state(r: Result<AppendInfo>) -> bool {
+    matches!(r, Err(Error::InvalidTxnState { .. }))
+}
+
+#[test]
+fn markers_move_the_last_stable_offset_and_index_the_aborted() {
+    for mode in [IoMode::Buffered, IoMode::Direct] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        run(|| async move {
+            let p = open(&path, mode).await;
+            assert!(
+                invalid_txn_state(p.produce(&batch(1, 0, 0, 2, true)).await),
+                "a transactional batch needs a verification guard"
+            );
+            assert_eq!(produce_txn(&p, 1, 0, 0, 2).await.base_offset, 0);
+            p.produce(&plain(1)).await.unwrap(); // offset 2
+            assert_eq!(produce_txn(&p, 2, 0, 0, 1).await.base_offset, 3);
+            assert_eq!((p.high_watermark(), p.last_stable_offset()), (4, 0));
+            assert!(
+                invalid_txn_state(p.produce(&batch(1, 0, 2, 1, false)).await),
+                "a plain batch while the producer's transaction is open"
+            );
+            assert_eq!(produce_txn(&p, 1, 0, 2, 1).await.base_offset, 4);
+            let (read, none) = p.fetch_committed(0, 1 << 20).await.unwrap();
+            assert!(
+                read.chunks.is_empty() && none.is_empty(),
+                "nothing stable yet"
+            );
+
+            assert_eq!(
+                p.append_marker(1, 0, marker(Marker::Commit, 5))
+                    .await
+                    .unwrap(),
+                5
+            );
+            assert_eq!(p.last_stable_offset(), 3, "producer 2 is still open");
+            let (read, none) = p.fetch_committed(0, 1 << 20).await.unwrap();
+            assert_eq!((read.next_offset, none.len()), (3, 0));
+
+            assert_eq!(
+                p.append_marker(2, 0, marker(Marker::Abort, 5))
+                    .await
+                    .unwrap(),
+                6
+            );
+            assert_eq!(p.last_stable_offset(), 7);
+            let (read, list) = p.fetch_committed(0, 1 << 20).await.unwrap();
+            assert_eq!(read.next_offset, 7);
+            assert_eq!(list.len(), 1);
+            assert_eq!((list[0].producer_id, list[0].first_offset), (2, 3));
+            assert_eq!((list[0].last_offset, list[0].last_stable_offset), (6, 7));
+            assert_eq!(aborted(&p, 6, 7), vec![(2, 3)]);
+            assert!(aborted(&p, 7, 8).is_empty());
+
+            // Fencing at the partition: the coordinator's marker bumped producer 2's epoch.
+            p.append_marker(2, 1, marker(Marker::Abort, 5))
+                .await
+                .unwrap();
+            assert!(matches!(
+                p.produce(&batch(2, 0, 1, 1, false)).await,
+                Err(Error::InvalidProducerEpoch { .. })
+            ));
+            assert!(matches!(
+                p.append_marker(2, 1, marker(Marker::Abort, 4)).await,
+                Err(Error::CoordinatorFenced { current: 5, .. })
+            ));
+            assert!(matches!(
+                p.append_marker(2, 0, marker(Marker::Abort, 6)).await,
+                Err(Error::InvalidProducerEpoch { current: 1, .. })
+            ));
+
+            // A guard is void once the producer appended anything (here a marker), or once a
+            // newer guard replaced it.
+            let guard = p.start_verification(3);
+            p.append_marker(3, 0, marker(Marker::Abort, 5))
+                .await
+                .unwrap();
+            assert!(invalid_txn_state(
+                p.produce_verified(&batch(3, 0, 0, 1, true), Some(guard))
+                    .await
+            ));
+            let old = p.start_verification(3);
+            let _new = p.start_verification(3);
+            assert!(invalid_txn_state(
+                p.produce_verified(&batch(3, 0, 0, 1, true), Some(old))
+                    .await
+            ));
+            let end = p.log().log_end_offset();
+            p.close().await.unwrap();
+
+            let p = open(&path, mode).await;
+            assert_eq!(p.last_stable_offset(), end);
+            assert_eq!(aborted(&p, 0, end), vec![(2, 3)]);
+            assert!(
+                invalid_txn_state(p.produce(&batch(1, 0, 3, 1, true)).await),
+                "producer 1's transaction ended"
+            );
+            p.close().await.unwrap();
+        });
+        let txn_index = dir.path().join("t-0/00000000000000000000.txnindex");
+        assert_eq!(std::fs::metadata(txn_index).unwrap().len(), 34);
+    }
+}
+
+#[test]
+fn an_open_transaction_survives_a_restart_with_or_without_the_snapshot() {
+    for drop_snapshot in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        run(|| async move {
+            let p = open(&path, IoMode::Buffered).await;
+            p.produce(&plain(2)).await.unwrap();
+            produce_txn(&p, 7, 0, 0, 2).await; // 2..=3
+            p.checkpoint().await.unwrap(); // the snapshot holds the open transaction
+            produce_txn(&p, 8, 0, 0, 1).await; // 4, after the snapshot
+            p.produce(&plain(1)).await.unwrap(); // 5
+            p.append_marker(8, 0, marker(Marker::Abort, 0))
+                .await
+                .unwrap(); // 6
+            p.close().await.unwrap();
+            if drop_snapshot {
+                std::fs::remove_file(path.join(PRODUCER_SNAPSHOT_FILE)).unwrap();
+            }
+
+            let p = open(&path, IoMode::Buffered).await;
+            assert_eq!(p.last_stable_offset(), 2, "producer 7 is still open");
+            assert_eq!(p.open_transaction(7), Some(2));
+            assert_eq!(aborted(&p, 0, 7), vec![(8, 4)]);
+            assert_eq!(produce_txn(&p, 7, 0, 2, 1).await.base_offset, 7);
+            p.append_marker(7, 0, marker(Marker::Abort, 0))
+                .await
+                .unwrap(); // 8
+            assert_eq!(p.last_stable_offset(), 9);
+            assert_eq!(aborted(&p, 0, 9), vec![(7, 2), (8, 4)]);
+            p.close().await.unwrap();
+        });
+    }
+}
+
+#[test]
+fn a_damaged_txn_index_is_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let p2 = path.clone();
+    run(|| async move {
+        let p = open(&p2, IoMode::Buffered).await;
+        produce_txn(&p, 1, 0, 0, 1).await;
+        p.append_marker(1, 0, marker(Marker::Abort, 0))
+            .await
+            .unwrap();
+        p.close().await.unwrap();
+    });
+    let index = path.join("00000000000000000000.txnindex");
+    std::fs::write(&index, [0u8; 20]).unwrap(); // not a whole entry
+    run(|| async move {
+        let p = open(&path, IoMode::Buffered).await;
+        assert_eq!(aborted(&p, 0, 2), vec![(1, 0)]);
+        p.close().await.unwrap();
+    });
+    assert_eq!(std::fs::metadata(index).unwrap().len(), 34);
+}
+
+#[test]
+fn a_follower_tracks_transactions_from_what_it_replicates() {
+    let dir = tempfile::tempdir().unwrap();
+    run(|| async move {
+        let leader = open(&dir.path().join("l"), IoMode::Buffered).await;
+        produce_txn(&leader, 4, 0, 0, 2).await;
+        leader
+            .append_marker(4, 0, marker(Marker::Abort, 3))
+            .await
+            .unwrap();
+        produce_txn(&leader, 5, 0, 0, 1).await;
+        let bytes = leader
+            .log()
+            .read(0, 1 << 20, leader.log().log_end_offset())
+            .await
+            .unwrap()
+            .to_bytes()
+            .await
+            .unwrap();
+        let follower = open(&dir.path().join("f"), IoMode::Buffered).await;
+        follower.append_from_leader(&bytes).await.unwrap();
+        assert_eq!(follower.open_transaction(5), Some(3));
+        assert_eq!(aborted(&follower, 0, 4), vec![(4, 0)]);
+        leader.close().await.unwrap();
+        follower.close().await.unwrap();
+    });
+}
