@@ -14,6 +14,7 @@ mod replication;
 mod security;
 mod server;
 mod shard;
+mod transactions;
 mod tune;
 mod users;
 

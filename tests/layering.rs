@@ -1,8 +1,8 @@
 //! One dependency direction in `src/`: each module uses only the layers below it.
 //!
 //! ```text
-//! server (sockets)  →  handlers (one file per API)  →  services (groups, controller,
-//! replication, metrics)  →  shard (the per-core context)  →  cluster (the handle to the
+//! server (sockets)  →  handlers (one file per API)  →  services (groups, transactions,
+//! controller, replication, metrics)  →  shard (the per-core context)  →  cluster (the handle to the
 //! ZooKeeper control thread)  →  metadata, config, protocol  →  ferrite_shards
 //! ```
 //!
@@ -17,7 +17,13 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["server"],
     &["handlers"],
-    &["groups", "controller", "replication", "metrics"],
+    &[
+        "groups",
+        "transactions",
+        "controller",
+        "replication",
+        "metrics",
+    ],
     &["shard"],
     &["cluster"],
     &["metadata", "config", "protocol", "security"],

@@ -353,6 +353,71 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         1_000_000,
     ),
     key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "how often the transaction coordinator aborts transactions open past their timeout",
+        "10000",
+        1,
+        I32_MAX,
+    ),
+    key(
+        "transaction.max.timeout.ms",
+        "longest transaction.timeout.ms a producer may ask for \
+         (INVALID_TRANSACTION_TIMEOUT beyond)",
+        "900000",
+        1,
+        I32_MAX,
+    ),
+    key(
+        "transaction.partition.verification.enable",
+        "KIP-890: a transactional batch is appended only once the coordinator confirms its \
+         partition is in the producer's transaction",
+        "true",
+        0,
+        1,
+    ),
+    key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "how often transactional ids unused for transactional.id.expiration.ms are removed",
+        "3600000",
+        1,
+        I32_MAX,
+    ),
+    key(
+        "transaction.state.log.min.isr",
+        "min.insync.replicas of __transaction_state (at most its replication factor)",
+        "2",
+        1,
+        32767,
+    ),
+    key(
+        "transaction.state.log.num.partitions",
+        "partitions of __transaction_state, fixed when it is first created",
+        "50",
+        1,
+        1000,
+    ),
+    key(
+        "transaction.state.log.replication.factor",
+        "replicas of __transaction_state (at most the brokers alive when it is created)",
+        "3",
+        1,
+        32767,
+    ),
+    key(
+        "transaction.state.log.segment.bytes",
+        "segment size of __transaction_state",
+        "104857600",
+        1024,
+        I32_MAX,
+    ),
+    key(
+        "transactional.id.expiration.ms",
+        "a transactional id with no transaction for this long is forgotten",
+        "604800000",
+        1,
+        I32_MAX,
+    ),
+    key(
         "zookeeper.session.timeout.ms",
         "ZooKeeper session timeout: a broker silent this long is dead to the cluster",
         "18000",
@@ -394,6 +459,37 @@ pub fn is_dynamic(name: &str) -> bool {
     DYNAMIC_BROKER_KEYS.contains(&name)
 }
 
+/// The transaction coordinator's settings (Kafka's `TransactionLogConfigs` and
+/// `TransactionStateManagerConfigs`), with Kafka's defaults.
+#[derive(Clone, Debug)]
+pub struct TransactionSettings {
+    pub state_partitions: i32,
+    pub state_replication_factor: i16,
+    pub state_min_isr: i32,
+    pub state_segment_bytes: i64,
+    pub max_timeout_ms: i32,
+    pub id_expiration_ms: i64,
+    pub abort_interval_ms: u64,
+    pub expiry_interval_ms: u64,
+    pub verification: bool,
+}
+
+impl Default for TransactionSettings {
+    fn default() -> Self {
+        TransactionSettings {
+            state_partitions: 50,
+            state_replication_factor: 3,
+            state_min_isr: 2,
+            state_segment_bytes: 104_857_600,
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 604_800_000,
+            abort_interval_ms: 10_000,
+            expiry_interval_ms: 3_600_000,
+            verification: true,
+        }
+    }
+}
+
 /// Values of the broker settings, parsed.
 #[derive(Clone, Debug)]
 pub struct BrokerSettings {
@@ -426,6 +522,7 @@ pub struct BrokerSettings {
     pub controller_mutation_rate: u64,
     pub replica_lag_time_max_ms: i64,
     pub zookeeper_session_timeout_ms: u64,
+    pub transactions: TransactionSettings,
     /// Defaults for topic-level log settings.
     pub log: LogConfig,
     /// Listeners, TLS and SASL, read when the broker starts.
@@ -469,6 +566,7 @@ impl Default for BrokerSettings {
             controller_mutation_rate: 0,
             replica_lag_time_max_ms: 30_000,
             zookeeper_session_timeout_ms: 18_000,
+            transactions: TransactionSettings::default(),
             log: LogConfig::default(),
             security: SecuritySettings::default(),
             retention_by_unit: [None; 3],
@@ -606,6 +704,25 @@ impl BrokerSettings {
             "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = int()?,
             "topic.partitions.per.shard" => self.partitions_per_shard = int()? as usize,
             "zookeeper.session.timeout.ms" => self.zookeeper_session_timeout_ms = int()? as u64,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+                self.transactions.abort_interval_ms = int()? as u64
+            }
+            "transaction.max.timeout.ms" => self.transactions.max_timeout_ms = int()? as i32,
+            "transaction.partition.verification.enable" => {
+                self.transactions.verification = parse_bool(name, value)?
+            }
+            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
+                self.transactions.expiry_interval_ms = int()? as u64
+            }
+            "transaction.state.log.min.isr" => self.transactions.state_min_isr = int()? as i32,
+            "transaction.state.log.num.partitions" => {
+                self.transactions.state_partitions = int()? as i32
+            }
+            "transaction.state.log.replication.factor" => {
+                self.transactions.state_replication_factor = int()? as i16
+            }
+            "transaction.state.log.segment.bytes" => self.transactions.state_segment_bytes = int()?,
+            "transactional.id.expiration.ms" => self.transactions.id_expiration_ms = int()?,
             other => unreachable!("{other} is in BROKER_KEYS but not handled"),
         }
         if let Some(slot) = self.values.iter_mut().find(|(n, _)| *n == name) {

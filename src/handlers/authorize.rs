@@ -80,6 +80,10 @@ pub fn group(shard: &Shard, req: &Request, operation: Operation, name: &str) -> 
     allowed(shard, req, operation, ResourceType::Group, name)
 }
 
+pub fn transactional_id(shard: &Shard, req: &Request, operation: Operation, id: &str) -> bool {
+    allowed(shard, req, operation, ResourceType::TransactionalId, id)
+}
+
 /// The client's address as ACL hosts name it (no leading `/`).
 fn host(req: &Request) -> &str {
     req.client_host.trim_start_matches('/')

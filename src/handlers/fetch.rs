@@ -43,9 +43,11 @@ struct Wanted {
 /// the log end, and its fetch offset tells the leader how far it has come.
 #[derive(Copy, Clone)]
 enum Reader {
-    /// A consumer, and the message format its Fetch version reads (magic 0 or 1 before v4).
+    /// A consumer, the message format its Fetch version reads (magic 0 or 1 before v4), and
+    /// whether it reads committed records only (isolation level READ_COMMITTED, v4+).
     Consumer {
         magic: u8,
+        read_committed: bool,
     },
     Follower(i32),
 }
@@ -63,7 +65,10 @@ fn magic_for(version: i16) -> u8 {
 struct Fetched {
     error: ErrorCode,
     high_watermark: i64,
+    last_stable: i64,
     log_start: i64,
+    /// READ_COMMITTED: the aborted transactions in what was read.
+    aborted: Option<Vec<(i64, i64)>>,
     chunks: Vec<Chunk>,
     bytes: u64,
     /// Down-conversion for an old reader: records converted, time taken.
@@ -131,6 +136,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         id if id >= 0 => Reader::Follower(id),
         _ => Reader::Consumer {
             magic: magic_for(req.version),
+            // Kafka's IsolationLevel: 0 READ_UNCOMMITTED, 1 READ_COMMITTED; anything else is
+            // refused by its request parser (`IsolationLevel.forId`), taken here as the safe one.
+            read_committed: req.version >= 4 && body.isolation_level != 0,
         },
     };
     let deadline = Instant::now() + max_wait;
@@ -226,6 +234,7 @@ async fn read_partition(
             return Fetched {
                 error,
                 high_watermark: -1,
+                last_stable: -1,
                 log_start: -1,
                 ..Fetched::default()
             }
@@ -233,7 +242,19 @@ async fn read_partition(
     };
     let read = on_partition(shard, topic, index, move |p| {
         Box::pin(async move {
+            let mut aborted = None;
             let result = match reader {
+                Reader::Consumer {
+                    read_committed: true,
+                    ..
+                } => p.fetch_committed(offset, limit).await.map(|(r, list)| {
+                    aborted = Some(
+                        list.iter()
+                            .map(|a| (a.producer_id, a.first_offset))
+                            .collect(),
+                    );
+                    r
+                }),
                 Reader::Consumer { .. } => p.fetch(offset, limit).await,
                 Reader::Follower(id) => {
                     let read = p.read_for_follower(id, leader_epoch, offset, limit).await;
@@ -242,7 +263,9 @@ async fn read_partition(
                 }
             };
             let result = match (reader, result) {
-                (Reader::Consumer { magic }, Ok(r)) if magic < ferrite_shards::batch::MAGIC_V2 => {
+                (Reader::Consumer { magic, .. }, Ok(r))
+                    if magic < ferrite_shards::batch::MAGIC_V2 =>
+                {
                     down_converted(&p, r, magic, offset, limit).await
                 }
                 (_, result) => result
@@ -252,7 +275,9 @@ async fn read_partition(
             // Read after the data: the watermark is never below what was returned.
             let mut f = Fetched {
                 high_watermark: p.high_watermark(),
+                last_stable: p.last_stable_offset(),
                 log_start: p.log().log_start_offset(),
+                aborted,
                 ..Fetched::default()
             };
             match result {
@@ -270,6 +295,7 @@ async fn read_partition(
     read.unwrap_or_else(|code| Fetched {
         error: code,
         high_watermark: -1,
+        last_stable: -1,
         log_start: -1,
         ..Fetched::default()
     })
@@ -325,6 +351,10 @@ async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reade
                 Box::pin(on_partition(shard, topic, index, move |p| {
                     Box::pin(async move {
                         match reader {
+                            Reader::Consumer {
+                                read_committed: true,
+                                ..
+                            } => p.wait_for_stable(offset, timeout).await,
                             Reader::Consumer { .. } => p.wait_for_data(offset, timeout).await,
                             Reader::Follower(_) => p.wait_for_log_end(offset, timeout).await,
                         }
@@ -401,8 +431,9 @@ fn encode(
                     index,
                     error_code: old_reader_code(req.version, f.error).code(),
                     high_watermark: f.high_watermark,
-                    last_stable_offset: f.high_watermark,
+                    last_stable_offset: f.last_stable,
                     log_start_offset: f.log_start,
+                    aborted: f.aborted,
                     records: f.chunks,
                     records_bytes: f.bytes,
                 })

@@ -1,6 +1,7 @@
-//! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets` partition
-//! (on a single broker, this broker). The first group lookup creates `__consumer_offsets`, as
-//! Kafka does, so the coordinator is ready when the client's JoinGroup arrives.
+//! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets` partition,
+//! a transactional id's the leader of its `__transaction_state` partition (on a single broker,
+//! this broker). The first lookup creates the topic, as Kafka does, so the coordinator is ready
+//! when the client's next request arrives.
 
 use super::{authorize, errors, Request, Response};
 use crate::groups::records::coordinator_partition;
@@ -18,19 +19,22 @@ const TRANSACTION_KEY: i8 = 1;
 const SHARE_KEY: i8 = 2;
 
 pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) -> Response {
-    if body.key_type == GROUP_KEY {
-        if let Err(code) = crate::groups::ensure_offsets_topic(shard).await {
-            errors::refused(
-                shard,
-                ApiKey::FindCoordinator,
-                code,
-                &"__consumer_offsets is not ready",
-            );
-            let resp = FindCoordinatorResponse::default()
-                .with_error_code(code.code())
-                .with_node_id(BrokerId(-1));
-            return req.respond(ApiKey::FindCoordinator, &resp);
-        }
+    let ensured = match body.key_type {
+        GROUP_KEY => crate::groups::ensure_offsets_topic(shard).await,
+        TRANSACTION_KEY => crate::transactions::ensure_transaction_topic(shard).await,
+        _ => Ok(()),
+    };
+    if let Err(code) = ensured {
+        errors::refused(
+            shard,
+            ApiKey::FindCoordinator,
+            code,
+            &"the coordinator's topic is not ready",
+        );
+        let resp = FindCoordinatorResponse::default()
+            .with_error_code(code.code())
+            .with_node_id(BrokerId(-1));
+        return req.respond(ApiKey::FindCoordinator, &resp);
     }
     let keys: Vec<&str> = if req.version >= 4 {
         body.coordinator_keys.iter().map(|k| k.as_str()).collect()
@@ -38,11 +42,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
         vec![body.key.as_str()]
     };
     let mut not_ready = Vec::new();
-    if body.key_type == GROUP_KEY {
-        for key in &keys {
-            if !crate::groups::coordinator_ready(shard, key).await {
-                not_ready.push(key.to_string());
-            }
+    for key in &keys {
+        let ready = match body.key_type {
+            GROUP_KEY => crate::groups::coordinator_ready(shard, key).await,
+            TRANSACTION_KEY => crate::transactions::coordinator_ready(shard, key).await,
+            _ => true,
+        };
+        if !ready {
+            not_ready.push(key.to_string());
         }
     }
     let metadata = shard.metadata();
@@ -67,16 +74,16 @@ pub async fn handle(shard: &Shard, req: &Request, body: FindCoordinatorRequest) 
             }
             _ => {}
         }
+        if not_ready.iter().any(|k| k == key) {
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        }
         let node = match kind {
-            KeyKind::Group if not_ready.iter().any(|k| k == key) => {
-                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE)
-            }
-            KeyKind::Group => {
-                group_coordinator(&metadata, key).ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?
-            }
-            // Transactions are not supported: this broker answers, and InitProducerId refuses.
-            KeyKind::Transaction => shard.config.node_id,
-        };
+            KeyKind::Group => group_coordinator(&metadata, key),
+            KeyKind::Transaction => crate::transactions::coordinator_of(shard, key)
+                .map(|(_, leader)| leader)
+                .filter(|&leader| leader >= 0),
+        }
+        .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
         metadata
             .brokers
             .iter()

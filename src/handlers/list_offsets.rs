@@ -37,6 +37,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListOffsetsRequest) -> R
     let leader_epoch = if req.version >= 4 { 0 } else { -1 };
     let from_consumer = body.replica_id.0 == CONSUMER_REPLICA_ID;
     let v0 = req.version == 0;
+    // Kafka's `fetchOffsetForTimestamp`: what is offered ends at the last stable offset for a
+    // READ_COMMITTED consumer (v2+), the high watermark for other consumers, and the log end
+    // for a replica.
+    let bound = match (from_consumer, req.version >= 2 && body.isolation_level == 1) {
+        (false, _) => Bound::LogEnd,
+        (true, true) => Bound::LastStable,
+        (true, false) => Bound::HighWatermark,
+    };
     let lookups = body.topics.iter().map(|t| {
         let name = t.name.0.to_string();
         let authorized = authorize::topic(shard, req, Operation::Describe, &name);
@@ -66,7 +74,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListOffsetsRequest) -> R
                     .await;
                 }
                 let found = on_partition(shard, &name, index, move |part| {
-                    Box::pin(async move { lookup(&part, timestamp).await })
+                    Box::pin(async move { lookup(&part, timestamp, bound).await })
                 })
                 .await;
                 let r = ListOffsetsPartitionResponse::default()
@@ -106,19 +114,31 @@ pub async fn handle(shard: &Shard, req: &Request, body: ListOffsetsRequest) -> R
     )
 }
 
+/// Where the offsets a ListOffsets reader may be given end.
+#[derive(Copy, Clone)]
+enum Bound {
+    LastStable,
+    HighWatermark,
+    LogEnd,
+}
+
 /// (offset, timestamp) for one partition.
-async fn lookup(p: &Rc<Partition>, timestamp: i64) -> Result<(i64, i64), ErrorCode> {
-    let hw = p.high_watermark();
+async fn lookup(p: &Rc<Partition>, timestamp: i64, bound: Bound) -> Result<(i64, i64), ErrorCode> {
+    let fetchable = match bound {
+        Bound::LastStable => p.last_stable_offset(),
+        Bound::HighWatermark => p.high_watermark(),
+        Bound::LogEnd => p.log().log_end_offset(),
+    };
     match timestamp {
-        LATEST => Ok((hw, -1)),
+        LATEST => Ok((fetchable, -1)),
         EARLIEST | EARLIEST_LOCAL => Ok((p.log().log_start_offset(), -1)),
         LATEST_TIERED => Ok((-1, -1)),
         MAX_TIMESTAMP => match p.log().max_timestamp() {
-            Some((max, _)) => by_timestamp(p, max, hw).await,
+            Some((max, _)) => by_timestamp(p, max, fetchable).await,
             None => Ok((-1, -1)),
         },
         t if t < 0 => Err(ErrorCode::INVALID_REQUEST),
-        t => by_timestamp(p, t, hw).await,
+        t => by_timestamp(p, t, fetchable).await,
     }
 }
 

@@ -7,6 +7,7 @@
 //! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
 mod acls;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
@@ -25,6 +26,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod elect_leaders;
+mod end_txn;
 pub mod errors;
 mod fetch;
 mod find_coordinator;
@@ -329,6 +331,8 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::CreateTopics(r) => create_topics::handle(shard, req, r).await,
         RequestKind::DeleteTopics(r) => delete_topics::handle(shard, req, r).await,
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
+        RequestKind::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(shard, req, r).await,
+        RequestKind::EndTxn(r) => end_txn::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
         RequestKind::SaslHandshake(r) => sasl::handle_handshake(shard, req, r),
         RequestKind::CreateAcls(r) => acls::handle_create(shard, req, r).await,

@@ -64,8 +64,10 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
         .iter()
         .flat_map(|t| t.partition_data.iter().filter_map(|p| p.records.as_ref()))
         .collect();
-    let request_refusal = produce_checks::missing_transactional_id(
-        body.transactional_id.as_ref().map(|t| t.as_str()),
+    let transactional_id = body.transactional_id.as_ref().map(|t| t.to_string());
+    let request_refusal = produce_checks::transactional_refusal(
+        transactional_id.as_deref(),
+        |id| authorize::transactional_id(shard, req, Operation::Write, id),
         &record_sets,
     );
     let mut calls = Vec::new();
@@ -87,6 +89,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                 partition_refusal(shard, req, &name, p.index, acks, p.records.as_ref())
             });
             let name = name.clone();
+            let transactional_id = transactional_id.clone();
             calls.push(async move {
                 if let Some(r) = before_append {
                     return Err(Failure::from(r));
@@ -98,7 +101,15 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                     )));
                 };
                 let records = up_converted(shard, records)?;
-                append(shard, &name, p.index, records, acks, timeout).await
+                let at = AppendAt {
+                    topic: &name,
+                    index: p.index,
+                    acks,
+                    timeout,
+                    transactional_id: transactional_id.as_deref(),
+                    version: req.version,
+                };
+                append(shard, at, records).await
             });
         }
         layout.push((topic.name, indexes));
@@ -171,9 +182,6 @@ fn partition_refusal(
     if let Some(r) = produce_checks::internal_topic_refusal(topic, &req.client_id) {
         return Some(r);
     }
-    if let Some(r) = records.and_then(produce_checks::unverified_transaction) {
-        return Some(r);
-    }
     if acks == -1 {
         return not_enough_replicas(shard, topic, index, required_isr(shard, topic));
     }
@@ -194,21 +202,34 @@ fn up_converted(shard: &Shard, records: Bytes) -> Result<Bytes, Failure> {
     Ok(batch)
 }
 
-/// Appends on the owner and, for acks=all, waits for the ISR.
-async fn append(
-    shard: &Shard,
-    topic: &str,
+/// Where and how one partition's records are appended.
+struct AppendAt<'a> {
+    topic: &'a str,
     index: i32,
-    records: Bytes,
     acks: i16,
     timeout: Duration,
-) -> Outcome {
+    transactional_id: Option<&'a str>,
+    version: i16,
+}
+
+/// Appends on the owner and, for acks=all, waits for the ISR. Transactional records are
+/// verified with the transaction coordinator first (KIP-890), unless their producer's
+/// transaction is already open in the partition.
+async fn append(shard: &Shard, at: AppendAt<'_>, records: Bytes) -> Outcome {
+    let AppendAt {
+        topic,
+        index,
+        acks,
+        timeout,
+        ..
+    } = at;
+    let guard = verified(shard, &at, &records).await?;
     let required = required_isr(shard, topic);
     let outcome = on_partition(shard, topic, index, move |part| {
         Box::pin(async move {
             let epoch = part.leader_epoch();
             let info = part
-                .produce(&records)
+                .produce_verified(&records, guard)
                 .await
                 .map_err(|e| append_failure(&e, &part))?;
             if acks == -1 {
@@ -226,6 +247,54 @@ async fn append(
             ..Failure::default()
         }),
     }
+}
+
+/// KIP-890: for transactional records whose producer has no transaction open in the partition,
+/// a verification guard taken on the owner, then the coordinator's word that the partition is
+/// in the transaction. `None` when no verification is needed (or it is disabled by
+/// `transaction.partition.verification.enable=false`: the log's checks still apply, and a batch
+/// of a producer with no open transaction is then let in as in Kafka).
+async fn verified(
+    shard: &Shard,
+    at: &AppendAt<'_>,
+    records: &Bytes,
+) -> Result<Option<u64>, Failure> {
+    let Some((pid, epoch)) = produce_checks::transactional_producer(records) else {
+        return Ok(None);
+    };
+    let Some(id) = at.transactional_id.filter(|_| pid >= 0) else {
+        return Ok(None);
+    };
+    let verification = shard.config.broker.transactions.verification;
+    let guard = on_partition(shard, at.topic, at.index, move |part| {
+        Box::pin(async move {
+            if verification {
+                part.needs_verification(pid)
+                    .then(|| part.start_verification(pid))
+            } else {
+                Some(part.start_verification(pid))
+            }
+        })
+    })
+    .await
+    .map_err(|code| Failure::from((code, format!("{}-{}", at.topic, at.index))))?;
+    let Some(guard) = guard else {
+        return Ok(None);
+    };
+    if verification {
+        crate::transactions::verify_for_produce(shard, id, pid, epoch, at.topic, at.index, at.version)
+            .await
+            .map_err(|code| {
+                Failure::from((
+                    code,
+                    format!(
+                        "{}-{} is not in the ongoing transaction of {id} (producer {pid}, epoch {epoch})",
+                        at.topic, at.index
+                    ),
+                ))
+            })?;
+    }
+    Ok(Some(guard))
 }
 
 /// Kafka reports the real log start offset with every refusal except the few it treats as

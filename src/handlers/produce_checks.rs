@@ -43,40 +43,45 @@ fn first_header(records: &Bytes) -> Option<BatchHeader> {
     BatchHeader::parse(records).ok()
 }
 
-/// `KafkaApis.handleProduceRequest` (`RequestUtils.hasTransactionalRecords`): a transactional
-/// batch needs the request's transactional id (Kafka then authorizes it; Ferrite has no ACLs
-/// yet). Kafka looks at each partition's first batch only; so does this.
-pub fn missing_transactional_id(
-    transactional_id: Option<&str>,
-    record_sets: &[&Bytes],
-) -> Option<Refusal> {
-    if transactional_id.is_some() {
-        return None;
-    }
-    let transactional = record_sets.iter().any(|records| {
-        first_header(records).is_some_and(|h| h.magic == MAGIC_V2 && h.is_transactional())
-    });
-    transactional.then(|| {
-        (
-            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "a transactional batch came without a transactional id".to_string(),
-        )
-    })
+/// The producer of a partition's transactional records (its first batch, as Kafka looks), if
+/// they are transactional: (producer id, epoch).
+pub fn transactional_producer(records: &Bytes) -> Option<(i64, i16)> {
+    let h = first_header(records)?;
+    (h.magic == MAGIC_V2 && h.is_transactional()).then_some((h.producer_id, h.producer_epoch))
 }
 
-/// A transactional batch of a producer with an id is part of a transaction the coordinator
-/// must know (KIP-890 verification). Ferrite has no transaction coordinator yet, so no
-/// transaction is ever ongoing: Kafka's answer for that case is INVALID_TXN_STATE. Batches
-/// with producer id -1 are not verified by Kafka either, and are let through.
-pub fn unverified_transaction(records: &Bytes) -> Option<Refusal> {
-    let h = first_header(records)?;
-    (h.magic == MAGIC_V2 && h.is_transactional() && h.producer_id >= 0).then(|| {
+/// `KafkaApis.handleProduceRequest` (`RequestUtils.hasTransactionalRecords`) and
+/// `ReplicaManager.appendRecords`: transactional records need the request's transactional id,
+/// and Write on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request); they
+/// may come from one producer only (else INVALID_PRODUCER_ID_MAPPING).
+pub fn transactional_refusal(
+    transactional_id: Option<&str>,
+    may_write_id: impl Fn(&str) -> bool,
+    record_sets: &[&Bytes],
+) -> Option<Refusal> {
+    let producers: std::collections::BTreeSet<(i64, i16)> = record_sets
+        .iter()
+        .filter_map(|r| transactional_producer(r))
+        .collect();
+    if producers.is_empty() {
+        return None;
+    }
+    let Some(id) = transactional_id else {
+        return Some((
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "a transactional batch came without a transactional id".to_string(),
+        ));
+    };
+    if !may_write_id(id) {
+        return Some((
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            format!("Write on transactional id {id} denied"),
+        ));
+    }
+    (producers.len() > 1).then(|| {
         (
-            ErrorCode::INVALID_TXN_STATE,
-            format!(
-                "producer {} wrote a transactional batch, but no transaction is ongoing (Ferrite has no transaction coordinator yet)",
-                h.producer_id
-            ),
+            ErrorCode::INVALID_PRODUCER_ID_MAPPING,
+            "transactional records came from more than one producer id".to_string(),
         )
     })
 }
@@ -242,22 +247,29 @@ mod tests {
     }
 
     #[test]
-    fn transactional_batches_need_an_id_and_a_transaction() {
-        let mut txn = batch().to_vec();
-        txn[22] |= 0x10; // attributes: transactional
-        txn[43..51].copy_from_slice(&5i64.to_be_bytes()); // producer id
-        let txn = Bytes::from(txn);
+    fn transactional_batches_need_an_id_they_may_write_and_one_producer() {
+        let of = |pid: i64| {
+            let mut txn = batch().to_vec();
+            txn[22] |= 0x10; // attributes: transactional
+            txn[43..51].copy_from_slice(&pid.to_be_bytes()); // producer id
+            Bytes::from(txn)
+        };
+        let (txn, other) = (of(5), of(6));
+        let yes = |_: &str| true;
         assert_eq!(
-            code(missing_transactional_id(None, &[&txn])),
+            code(transactional_refusal(None, yes, &[&txn])),
             Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         );
-        assert_eq!(code(missing_transactional_id(Some("t"), &[&txn])), None);
-        assert_eq!(code(missing_transactional_id(None, &[&batch()])), None);
+        assert_eq!(code(transactional_refusal(Some("t"), yes, &[&txn])), None);
         assert_eq!(
-            code(unverified_transaction(&txn)),
-            Some(ErrorCode::INVALID_TXN_STATE)
+            code(transactional_refusal(Some("t"), |_| false, &[&txn])),
+            Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         );
-        assert_eq!(code(unverified_transaction(&batch())), None);
+        assert_eq!(code(transactional_refusal(None, yes, &[&batch()])), None);
+        assert_eq!(
+            code(transactional_refusal(Some("t"), yes, &[&txn, &other])),
+            Some(ErrorCode::INVALID_PRODUCER_ID_MAPPING)
+        );
     }
 
     #[test]

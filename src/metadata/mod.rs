@@ -16,6 +16,7 @@ use std::sync::Arc;
 /// Longest topic name Kafka accepts.
 pub const TOPIC_NAME_MAX: usize = 249;
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerInfo {
@@ -76,7 +77,7 @@ pub struct TopicInfo {
 
 impl TopicInfo {
     pub fn is_internal(&self) -> bool {
-        self.name == CONSUMER_OFFSETS_TOPIC
+        self.name == CONSUMER_OFFSETS_TOPIC || self.name == TRANSACTION_STATE_TOPIC
     }
 
     /// The topic's log settings: broker defaults, then its overrides.

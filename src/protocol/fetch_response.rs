@@ -27,6 +27,9 @@ pub struct PartitionOut {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// READ_COMMITTED: (producer id, first offset) of each aborted transaction in the range
+    /// returned; `None` (null on the wire) for READ_UNCOMMITTED readers, as Kafka sends.
+    pub aborted: Option<Vec<(i64, i64)>>,
     pub records: Vec<Chunk>,
     pub records_bytes: u64,
 }
@@ -106,7 +109,20 @@ pub fn encode(
                 buf.put_i64(p.log_start_offset);
             }
             if version >= 4 {
-                put_len(&mut buf, flexible, 0); // aborted_transactions: none
+                match &p.aborted {
+                    None if flexible => put_uvarint(&mut buf, 0),
+                    None => buf.put_i32(-1),
+                    Some(list) => {
+                        put_len(&mut buf, flexible, list.len());
+                        for &(producer_id, first_offset) in list {
+                            buf.put_i64(producer_id);
+                            buf.put_i64(first_offset);
+                            if flexible {
+                                put_uvarint(&mut buf, 0);
+                            }
+                        }
+                    }
+                }
             }
             if version >= 11 {
                 buf.put_i32(-1); // preferred_read_replica: none
@@ -154,9 +170,9 @@ pub fn encode(
 mod tests {
     use super::*;
     use kafka_protocol::messages::fetch_response::{
-        FetchResponse, FetchableTopicResponse, PartitionData,
+        AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
     };
-    use kafka_protocol::messages::{ResponseHeader, TopicName};
+    use kafka_protocol::messages::{ProducerId, ResponseHeader, TopicName};
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
     use uuid::Uuid;
 
@@ -191,6 +207,7 @@ mod tests {
                             high_watermark: 42,
                             last_stable_offset: 42,
                             log_start_offset: 7,
+                            aborted: Some(vec![(5, 10), (6, 12)]),
                             records: vec![Chunk::Memory(records.clone())],
                             records_bytes: records.len() as u64,
                         },
@@ -200,6 +217,7 @@ mod tests {
                             high_watermark: -1,
                             last_stable_offset: -1,
                             log_start_offset: -1,
+                            aborted: None,
                             records: vec![],
                             records_bytes: 0,
                         },
@@ -251,7 +269,15 @@ mod tests {
                             .with_high_watermark(42)
                             .with_last_stable_offset(if version >= 4 { 42 } else { -1 })
                             .with_log_start_offset(if version >= 5 { 7 } else { -1 })
-                            .with_aborted_transactions((version >= 4).then(Vec::new))
+                            .with_aborted_transactions((version >= 4).then(|| {
+                                [(5, 10), (6, 12)]
+                                    .map(|(pid, first)| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(pid))
+                                            .with_first_offset(first)
+                                    })
+                                    .to_vec()
+                            }))
                             .with_records(Some(records.clone())),
                         PartitionData::default()
                             .with_partition_index(3)
@@ -259,7 +285,7 @@ mod tests {
                             .with_high_watermark(-1)
                             .with_last_stable_offset(-1)
                             .with_log_start_offset(-1)
-                            .with_aborted_transactions((version >= 4).then(Vec::new))
+                            .with_aborted_transactions(None)
                             .with_records(Some(Bytes::new())),
                     ]),
                 FetchableTopicResponse::default()

@@ -347,8 +347,9 @@ impl StopBarrier {
     }
 }
 
-/// The services each shard carries: a group coordinator everywhere (told of the shard's
-/// `__consumer_offsets` partitions as they open), the controller on shard 0.
+/// The services each shard carries: a group coordinator and a transaction coordinator
+/// everywhere (told of the shard's `__consumer_offsets` and `__transaction_state` partitions as
+/// they open), the controller on shard 0.
 fn install_services(shard: &Rc<Shard>, producer_ids_reserved_below: i64) {
     let host: std::rc::Weak<Shard> = Rc::downgrade(shard);
     let groups = Rc::new(Coordinator::new(
@@ -357,6 +358,14 @@ fn install_services(shard: &Rc<Shard>, producer_ids_reserved_below: i64) {
     ));
     shard.services.observe(groups.clone());
     shard.services.insert(groups);
+    let host: std::rc::Weak<Shard> = Rc::downgrade(shard);
+    let transactions = crate::transactions::TxnCoordinator::new(
+        crate::transactions::config_of(&shard.config),
+        host,
+    );
+    transactions.start_timers();
+    shard.services.observe(transactions.clone());
+    shard.services.insert(transactions);
     if shard.id == ShardId(0) {
         shard.services.insert(Rc::new(Controller::new(
             producer_ids_reserved_below,

@@ -108,6 +108,28 @@ pub fn populated(api: ApiKey) -> RequestKind {
             RequestKind::DeleteTopics(DeleteTopicsRequest::default().with_topic_names(vec![topic]))
         }
         ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(s("fuzzed-txn")))
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(topic.clone())
+                        .with_partitions(vec![0]),
+                ])
+                .with_transactions(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(TransactionalId(s("fuzzed-txn")))
+                        .with_verify_only(true)
+                        .with_topics(vec![
+                            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                                .with_name(topic.clone())
+                                .with_partitions(vec![0]),
+                        ]),
+                ]),
+        ),
+        ApiKey::EndTxn => RequestKind::EndTxn(
+            EndTxnRequest::default().with_transactional_id(TransactionalId(s("fuzzed-txn"))),
+        ),
         ApiKey::DescribeConfigs => {
             RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
                 describe_configs_request::DescribeConfigsResource::default()

@@ -1,0 +1,107 @@
+//! A transaction's course: partitions added (AddPartitionsToTxn, AddOffsetsToTxn), the
+//! produce path's check that a partition is in it (KIP-890), and its end (EndTxn), as
+//! `TransactionCoordinator.handleAddPartitionsToTransaction`,
+//! `handleVerifyPartitionsInTransaction` and `endTransaction` decide.
+
+use super::*;
+use crate::transactions::state::TxnState;
+use ferrite_shards::types::now_ms;
+
+impl TxnCoordinator {
+    /// The id's state, if the request's producer id and epoch are its current ones.
+    fn current(&self, id: &str, producer_id: i64, epoch: i16) -> Result<TxnRef, ErrorCode> {
+        let txn = self.get(id).ok_or(ErrorCode::INVALID_PRODUCER_ID_MAPPING)?;
+        let t = txn.borrow();
+        if t.producer_id != producer_id {
+            return Err(ErrorCode::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if t.producer_epoch != epoch {
+            return Err(ErrorCode::PRODUCER_FENCED);
+        }
+        drop(t);
+        Ok(txn)
+    }
+
+    /// Adds partitions to the id's transaction, beginning it if none is open.
+    pub async fn add_partitions(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), ErrorCode> {
+        let txn = self.current(id, producer_id, epoch)?;
+        let current = txn.borrow().clone();
+        if current.pending || current.state.is_preparing() {
+            return Err(ErrorCode::CONCURRENT_TRANSACTIONS);
+        }
+        if current.state == TxnState::Ongoing
+            && partitions.iter().all(|p| current.partitions.contains(p))
+        {
+            return Ok(());
+        }
+        let mut next = current.clone();
+        let now = now_ms();
+        if current.state != TxnState::Ongoing {
+            next.start_ms = now;
+            next.partitions.clear();
+        }
+        next.partitions.extend(partitions);
+        next.state = TxnState::Ongoing;
+        next.last_update_ms = now;
+        self.transit(id, &txn, next).await
+    }
+
+    /// KIP-890's question from a partition about to take a transactional batch: is it in the
+    /// producer's ongoing transaction? TRANSACTION_ABORTABLE when not.
+    pub fn verify_partition(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &(String, i32),
+    ) -> Result<(), ErrorCode> {
+        let txn = self.current(id, producer_id, epoch)?;
+        let t = txn.borrow();
+        if t.state.is_preparing() {
+            return Err(ErrorCode::CONCURRENT_TRANSACTIONS);
+        }
+        if t.state == TxnState::Ongoing && t.partitions.contains(partition) {
+            Ok(())
+        } else {
+            Err(ErrorCode::TRANSACTION_ABORTABLE)
+        }
+    }
+
+    /// Ends the id's transaction: the client is answered once PrepareCommit/PrepareAbort is
+    /// stored; the markers and the completion follow.
+    pub async fn end_transaction(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ErrorCode> {
+        let txn = self.current(id, producer_id, epoch)?;
+        let current = txn.borrow().clone();
+        if current.pending {
+            return Err(ErrorCode::CONCURRENT_TRANSACTIONS);
+        }
+        let next_state = match (current.state, commit) {
+            (TxnState::Ongoing, true) => TxnState::PrepareCommit,
+            (TxnState::Ongoing, false) => TxnState::PrepareAbort,
+            // A retry of an EndTxn whose answer was lost.
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                return Err(ErrorCode::CONCURRENT_TRANSACTIONS)
+            }
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => return Ok(()),
+            _ => return Err(ErrorCode::INVALID_TXN_STATE),
+        };
+        let mut next = current;
+        next.state = next_state;
+        next.last_update_ms = now_ms();
+        self.transit(id, &txn, next).await?;
+        self.spawn_completion(id.to_string());
+        Ok(())
+    }
+}
