@@ -41,3 +41,88 @@ fn confluent_commits_and_aborts_and_each_isolation_level_reads_its_share() {
     let everything: Vec<String> = committed.into_iter().chain(aborted).collect();
     assert_eq!(sorted(values(&json, "uncommitted")), sorted(everything));
 }
+
+/// Exactly-once consume-transform-produce with librdkafka: every input record is in the output
+/// once, read READ_COMMITTED, though one transaction (its records and its offsets) was aborted
+/// and redone; the group's committed offset is the input's end.
+#[test]
+fn confluent_consume_transform_produce_is_exactly_once_across_an_abort() {
+    let broker = Broker::start(&[]);
+    let out = python(
+        "confluent_consume_transform_produce.py",
+        &[&broker.addr, "ctp-in", "ctp-out", "500", "tx-ctp"],
+    );
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+    let expected: Vec<String> = (0..500).map(|i| format!("x-v-{i}")).collect();
+    assert_eq!(values(&json, "out"), expected, "in input order, each once");
+    assert_eq!(json["committed"], 500);
+    assert_eq!(json["aborted"], 1);
+}
+
+/// kafka-python 3.0, a second client family: its transactional producer commits, aborts and
+/// commits a group's offsets in a transaction; its admin client lists and describes the open
+/// transaction and the producers of its partition.
+#[test]
+fn kafka_python_transactions_offsets_and_admin_calls() {
+    let broker = Broker::start(&[]);
+    let out = python("kafka_python_transactions.py", &[&broker.addr]);
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+    let k1: Vec<String> = (0..10).map(|i| format!("k1-{i}")).collect();
+    assert_eq!(
+        values(&json, "ctp_read"),
+        k1,
+        "READ_COMMITTED skips the aborted five"
+    );
+    assert_eq!(
+        values(&json, "topic"),
+        k1,
+        "the open transaction was aborted"
+    );
+    let y: Vec<String> = k1.iter().map(|v| format!("y-{v}")).collect();
+    assert_eq!(values(&json, "out"), y);
+    assert_eq!(
+        json["ctp_committed"], 10,
+        "the offsets committed with the transaction"
+    );
+    assert_eq!(
+        json["listed"],
+        serde_json::json!([
+            ["kp-open", "TransactionState.ONGOING"],
+            ["kp-tx", "TransactionState.COMPLETE_COMMIT"]
+        ])
+    );
+    assert_eq!(
+        json["described"],
+        serde_json::json!({"state": "TransactionState.ONGOING", "partitions": [["kp-topic", 0]]})
+    );
+    assert_eq!(
+        json["producers_open"], 1,
+        "DescribeProducers shows the open transaction"
+    );
+}
+
+/// Fencing and timeouts with librdkafka: a second producer with the same transactional id
+/// aborts the first one's open transaction and fences it (its commit fails as fenced, and its
+/// records are never visible); a transaction left open past its timeout is aborted by the
+/// coordinator, so READ_COMMITTED readers reach the end without it.
+#[test]
+fn a_second_producer_fences_the_first_and_a_stale_transaction_times_out() {
+    let broker = Broker::start(&[
+        "--set",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+    ]);
+    let out = python("confluent_txn_fencing.py", &[&broker.addr, "fenced"]);
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+    assert_eq!(json["a_commit_error"], "_FENCED", "{json}");
+    assert_eq!(json["a_fatal"], true);
+    let fresh: Vec<String> = (0..5).map(|i| format!("fresh-{i}")).collect();
+    assert_eq!(
+        values(&json, "read"),
+        fresh,
+        "no zombie or late record is visible"
+    );
+    assert_eq!(
+        json["eof"], true,
+        "the timed-out transaction no longer holds readers back"
+    );
+}

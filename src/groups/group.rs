@@ -121,6 +121,9 @@ impl Member {
     }
 }
 
+/// One producer's offsets in a transaction not yet ended: the value and its record's position.
+pub type PendingOffsets = HashMap<(String, i32), (OffsetValue, i64)>;
+
 pub struct Group {
     pub id: String,
     pub state: State,
@@ -135,6 +138,12 @@ pub struct Group {
     pub pending: HashMap<String, Instant>,
     /// Committed offsets by (topic, partition).
     pub offsets: HashMap<(String, i32), OffsetValue>,
+    /// Where each committed offset's record is in `__consumer_offsets`: a transaction's offset
+    /// replaces a committed one at the transaction's commit only if it was written after it.
+    pub offset_positions: HashMap<(String, i32), i64>,
+    /// Offsets committed in transactions that have not ended, by producer id: the value and
+    /// its record's position.
+    pub pending_txn_offsets: HashMap<i64, PendingOffsets>,
     /// Bumped at each rebalance start, so a timer of an older rebalance does nothing.
     pub rebalance_epoch: u64,
     /// A rebalance completes by then at the latest (the members' largest rebalance timeout).
@@ -146,6 +155,45 @@ pub struct Group {
 }
 
 impl Group {
+    /// A committed offset whose record is at `position`.
+    pub fn set_offset(&mut self, tp: (String, i32), value: OffsetValue, position: i64) {
+        self.offset_positions.insert(tp.clone(), position);
+        self.offsets.insert(tp, value);
+    }
+
+    pub fn remove_offset(&mut self, tp: &(String, i32)) {
+        self.offsets.remove(tp);
+        self.offset_positions.remove(tp);
+    }
+
+    /// The producer's transaction ended (`GroupMetadata.completePendingTxnOffsetCommit`): on
+    /// commit its offsets replace those written before them; either way they stop pending.
+    pub fn complete_transaction(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (tp, (value, position)) in pending {
+            let newer = self
+                .offset_positions
+                .get(&tp)
+                .is_none_or(|&current| current < position);
+            if newer {
+                self.set_offset(tp, value, position);
+            }
+        }
+    }
+
+    /// Whether a transaction not yet ended holds an offset for `tp` (OffsetFetch's
+    /// UNSTABLE_OFFSET_COMMIT for readers that ask for stable offsets).
+    pub fn has_pending_offset(&self, tp: &(String, i32)) -> bool {
+        self.pending_txn_offsets
+            .values()
+            .any(|p| p.contains_key(tp))
+    }
+
     /// Every member with its metadata for `protocol`, in the order they joined: what the
     /// leader's JoinGroup answer lists.
     pub fn members_in_join_order(&self, protocol: &str) -> Vec<JoinedMember> {
@@ -172,6 +220,8 @@ impl Group {
             instances: HashMap::new(),
             pending: HashMap::new(),
             offsets: HashMap::new(),
+            offset_positions: HashMap::new(),
+            pending_txn_offsets: HashMap::new(),
             rebalance_epoch: 0,
             rebalance_deadline: None,
             initial_until: None,

@@ -12,6 +12,7 @@ pub mod records;
 
 pub use coordinator::{
     CommitArgs, CommitOffset, Coordinator, GroupConfig, JoinArgs, ListedGroup, SyncArgs,
+    TxnCommitArgs,
 };
 pub use group::{JoinReply, SyncReply};
 

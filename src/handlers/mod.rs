@@ -7,6 +7,7 @@
 //! Every refusal is logged at debug with the API, version, client id and reason, and counted.
 
 mod acls;
+mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_partition_reassignments;
@@ -25,6 +26,8 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod describe_producers;
+mod describe_transactions;
 mod elect_leaders;
 mod end_txn;
 pub mod errors;
@@ -36,6 +39,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -46,6 +50,7 @@ mod produce_checks;
 mod sasl;
 mod sync_group;
 mod throttle;
+mod txn_offset_commit;
 mod user_scram_credentials;
 
 use crate::protocol::errors::ErrorCode;
@@ -333,6 +338,11 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::InitProducerId(r) => init_producer_id::handle(shard, req, r).await,
         RequestKind::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(shard, req, r).await,
         RequestKind::EndTxn(r) => end_txn::handle(shard, req, r).await,
+        RequestKind::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(shard, req, r).await,
+        RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(shard, req, r).await,
+        RequestKind::DescribeProducers(r) => describe_producers::handle(shard, req, r).await,
+        RequestKind::DescribeTransactions(r) => describe_transactions::handle(shard, req, r).await,
+        RequestKind::ListTransactions(r) => list_transactions::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
         RequestKind::SaslHandshake(r) => sasl::handle_handshake(shard, req, r),
         RequestKind::CreateAcls(r) => acls::handle_create(shard, req, r).await,

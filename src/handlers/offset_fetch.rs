@@ -2,7 +2,8 @@
 //! metadata); -1 where nothing was committed. v8 asks for several groups at once.
 
 use super::{authorize, errors, Request, Response};
-use crate::groups::{self, coordinator::CommittedOffsets as Committed, records::OffsetValue};
+use crate::groups::coordinator::{CommittedOffsets as Committed, Fetched};
+use crate::groups::{self, records::OffsetValue};
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::Shard;
@@ -23,7 +24,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let (code, committed, denied) = fetch(shard, req, g.group_id.to_string(), topics).await;
+            let (code, committed, denied) = fetch(
+                shard,
+                req,
+                g.group_id.to_string(),
+                topics,
+                body.require_stable,
+            )
+            .await;
             groups_out.push(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id)
@@ -39,6 +47,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                                         partitions
                                             .into_iter()
                                             .map(|(index, v)| {
+                                                let (code, v) = stable(code, v);
                                                 let (offset, epoch, metadata) = fields(v);
                                                 OffsetFetchResponsePartitions::default()
                                                     .with_partition_index(index)
@@ -64,7 +73,15 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
-    let (code, committed, denied) = fetch(shard, req, body.group_id.to_string(), topics).await;
+    let require_stable = req.version >= 7 && body.require_stable;
+    let (code, committed, denied) = fetch(
+        shard,
+        req,
+        body.group_id.to_string(),
+        topics,
+        require_stable,
+    )
+    .await;
     let topics = committed
         .into_iter()
         .map(|(name, partitions)| {
@@ -75,6 +92,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                     partitions
                         .into_iter()
                         .map(|(index, v)| {
+                            let (unstable, v) = stable(ErrorCode::NONE, v);
                             let (offset, epoch, metadata) = fields(v);
                             // Before v2 there is no top-level code: each partition carries it.
                             OffsetFetchResponsePartition::default()
@@ -84,6 +102,8 @@ pub async fn handle(shard: &Shard, req: &Request, body: OffsetFetchRequest) -> R
                                 .with_metadata(Some(metadata))
                                 .with_error_code(if topic_code.is_error() {
                                     topic_code.code()
+                                } else if unstable.is_error() {
+                                    unstable.code()
                                 } else if req.version < 2 {
                                     code.code()
                                 } else {
@@ -120,8 +140,10 @@ async fn fetch(
     req: &Request,
     group_id: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> (ErrorCode, Committed, BTreeSet<String>) {
-    let (code, mut committed) = fetch_group(shard, req, group_id, topics.clone()).await;
+    let (code, mut committed) =
+        fetch_group(shard, req, group_id, topics.clone(), require_stable).await;
     let mut denied = BTreeSet::new();
     if code.is_error() {
         return (code, committed, denied);
@@ -146,12 +168,18 @@ async fn fetch_group(
     req: &Request,
     group_id: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> (ErrorCode, Committed) {
     let unanswered = |topics: &Option<Vec<(String, Vec<i32>)>>| -> Committed {
         topics
             .iter()
             .flatten()
-            .map(|(t, ps)| (t.clone(), ps.iter().map(|p| (*p, None)).collect()))
+            .map(|(t, ps)| {
+                (
+                    t.clone(),
+                    ps.iter().map(|p| (*p, Fetched::Committed(None))).collect(),
+                )
+            })
             .collect()
     };
     if !authorize::group(shard, req, Operation::Describe, &group_id) {
@@ -169,7 +197,7 @@ async fn fetch_group(
     let asked = topics.clone();
     let group = group_id.clone();
     match groups::on_coordinator(shard, &group_id, move |c, _| {
-        Box::pin(async move { c.fetch(&group, asked) })
+        Box::pin(async move { c.fetch(&group, asked, require_stable) })
     })
     .await
     {
@@ -188,6 +216,16 @@ async fn fetch_group(
 
 fn topic_name(name: String) -> TopicName {
     TopicName(StrBytes::from_string(name))
+}
+
+/// A partition whose offset a transaction not yet ended holds, for a reader that asked for
+/// stable offsets (v7+, `require_stable`): UNSTABLE_OFFSET_COMMIT and no offset, which the
+/// client retries; otherwise `code` and the offset.
+fn stable(code: ErrorCode, v: Fetched) -> (ErrorCode, Option<OffsetValue>) {
+    match v {
+        Fetched::Unstable => (ErrorCode::UNSTABLE_OFFSET_COMMIT, None),
+        Fetched::Committed(v) => (code, v),
+    }
 }
 
 /// (offset, leader epoch, metadata) as the response carries them; -1 when none.

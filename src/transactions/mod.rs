@@ -11,14 +11,17 @@ pub mod host;
 pub mod records;
 pub mod state;
 
-pub use coordinator::{fenced_code_for, InitArgs, TxnConfig, TxnCoordinator};
+pub use coordinator::{
+    fenced_code_for, is_state_name, InitArgs, ListedTxn, TxnConfig, TxnCoordinator,
+};
 
 use crate::controller::{self, NewTopic, TopicError};
-use crate::metadata::TRANSACTION_STATE_TOPIC;
+use crate::metadata::{CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use crate::protocol::errors::ErrorCode;
-use crate::shard::routing::{on_partition, on_shard};
+use crate::shard::routing::on_shard;
 use crate::shard::services::PartitionObserver;
 use crate::shard::Shard;
+use ferrite_shards::batch::control::Marker;
 use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
 use host::{MarkerWrite, TxnHost};
@@ -291,22 +294,42 @@ impl TxnHost for Shard {
                 producer_epoch,
                 marker,
             } = write;
-            on_partition(self, &topic, partition, move |p| {
-                Box::pin(async move {
-                    let epoch = p.leader_epoch();
-                    let offset = p
-                        .append_marker(producer_id, producer_epoch, marker)
-                        .await
-                        .map_err(|e| crate::protocol::errors::code_for(&e))?;
-                    match p.wait_committed(offset, epoch, MARKER_COMMIT_TIMEOUT).await {
-                        Ok(true) => {}
-                        Ok(false) => return Err(ErrorCode::NOT_ENOUGH_REPLICAS),
-                        Err(_) => return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER),
-                    }
-                    Ok(())
-                })
+            let (owner, partitions) = {
+                let metadata = self.metadata();
+                let info = metadata
+                    .partition(&topic, partition)
+                    .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+                if !self.leads(info) {
+                    return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
+                }
+                let partitions = metadata.topic(&topic).map_or(0, |t| t.partitions.len());
+                (info.shard, partitions as i32)
+            };
+            on_shard(self, owner, move |s| async move {
+                let p = s
+                    .partition(&topic, partition)
+                    .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+                let epoch = p.leader_epoch();
+                let offset = p
+                    .append_marker(producer_id, producer_epoch, marker)
+                    .await
+                    .map_err(|e| crate::protocol::errors::code_for(&e))?;
+                match p.wait_committed(offset, epoch, MARKER_COMMIT_TIMEOUT).await {
+                    Ok(true) => {}
+                    Ok(false) => return Err(ErrorCode::NOT_ENOUGH_REPLICAS),
+                    Err(_) => return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER),
+                }
+                // KafkaApis.handleWriteTxnMarkersRequest: the group coordinator learns of the
+                // transaction's end once its marker is on the group's partition.
+                if topic == CONSUMER_OFFSETS_TOPIC {
+                    let commit = marker.marker == Marker::Commit;
+                    s.service::<crate::groups::Coordinator>()
+                        .complete_transaction(partition, partitions, producer_id, commit);
+                }
+                Ok(())
             })
-            .await?
+            .await
+            .unwrap_or(Err(ErrorCode::NOT_LEADER_OR_FOLLOWER))
         })
     }
 

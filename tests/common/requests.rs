@@ -127,6 +127,38 @@ pub fn populated(api: ApiKey) -> RequestKind {
                         ]),
                 ]),
         ),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("fuzzed-txn")))
+                .with_group_id(group.clone()),
+        ),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(s("fuzzed-txn")))
+                .with_group_id(group.clone())
+                .with_topics(vec![txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                    .with_name(topic.clone())
+                    .with_partitions(vec![
+                        txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                            .with_committed_offset(1),
+                    ])]),
+        ),
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(
+            DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic.clone())
+                    .with_partition_indexes(vec![0]),
+            ]),
+        ),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
+            DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(s("fuzzed-txn"))]),
+        ),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(
+            ListTransactionsRequest::default()
+                .with_state_filters(vec![s("Ongoing")])
+                .with_producer_id_filters(vec![ProducerId(1)]),
+        ),
         ApiKey::EndTxn => RequestKind::EndTxn(
             EndTxnRequest::default().with_transactional_id(TransactionalId(s("fuzzed-txn"))),
         ),

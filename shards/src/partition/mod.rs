@@ -108,6 +108,20 @@ impl Partition {
         self.producers.borrow().len()
     }
 
+    /// The producers this partition remembers (DescribeProducers), each with the first offset
+    /// of its open transaction here, if any.
+    pub fn producers(&self) -> Vec<(producers::ProducerSummary, Option<i64>)> {
+        self.producers
+            .borrow()
+            .summaries()
+            .into_iter()
+            .map(|p| {
+                let txn = self.log.open_transaction(p.producer_id);
+                (p, txn)
+            })
+            .collect()
+    }
+
     /// Appends a producer's record set: validation, idempotence, write. A retried duplicate
     /// is answered with the original offsets and not written again.
     pub async fn produce(self: &Rc<Self>, records: &Bytes) -> Result<AppendInfo> {
@@ -321,6 +335,50 @@ impl Partition {
             timeout,
         )
         .await
+    }
+
+    /// Appends the group coordinator's transactional batch for a producer (its offsets in a
+    /// transaction; `guard` from [`start_verification`] when its transaction is not open here
+    /// yet): the transaction and epoch are checked as for a producer, sequences are not.
+    ///
+    /// [`start_verification`]: Partition::start_verification
+    pub async fn append_for_transaction(
+        &self,
+        batch: Bytes,
+        guard: Option<u64>,
+    ) -> Result<AppendInfo> {
+        if !self.leads() {
+            return Err(Error::NotLeader(self.log.dir().to_path_buf()));
+        }
+        let header = crate::batch::validate(&batch, usize::MAX, BatchOrigin::Client)?;
+        {
+            let mut table = self.producers.borrow_mut();
+            if table.check_transaction(&header, guard).is_err() {
+                return Err(Error::InvalidTxnState {
+                    producer_id: header.producer_id,
+                    reason: "transactional batch not part of an ongoing transaction",
+                });
+            }
+            if let Err(current) = table.check_coordinator_batch(&header) {
+                return Err(Error::InvalidProducerEpoch {
+                    producer_id: header.producer_id,
+                    current,
+                    got: header.producer_epoch,
+                });
+            }
+            table.record_coordinator_batch(&header, now_ms());
+        }
+        let batch = crate::log::ValidBatch {
+            bytes: batch,
+            header,
+        };
+        let info = self
+            .log
+            .append(vec![batch], self.leader_epoch.get())
+            .await?;
+        self.log_grew.notify_all();
+        self.recompute_high_watermark();
+        Ok(info)
     }
 
     /// Writes the marker that ends `producer_id`'s transaction here (the transaction

@@ -284,6 +284,35 @@ impl ProducerTable {
         Ok(())
     }
 
+    /// A transactional batch the group coordinator writes for the producer (its offsets in a
+    /// transaction, KIP-98's COORDINATOR origin): the epoch is checked, sequences are not (each
+    /// such batch starts at 0), and the producer's transaction is open afterwards.
+    /// Err holds the producer's current epoch when the batch's is older.
+    pub fn check_coordinator_batch(&self, h: &BatchHeader) -> Result<(), i16> {
+        match self.producers.get(&h.producer_id) {
+            Some(e) if h.producer_epoch < e.epoch => Err(e.epoch),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a coordinator batch that passed `check_coordinator_batch` and `check_transaction`.
+    pub fn record_coordinator_batch(&mut self, h: &BatchHeader, now_ms: i64) {
+        if !self.producers.contains_key(&h.producer_id) && self.producers.len() >= PRODUCERS_MAX {
+            self.forget_least_recent();
+        }
+        self.guards.remove(&h.producer_id);
+        let e = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry::new(h.producer_epoch, now_ms));
+        if h.producer_epoch != e.epoch {
+            e.epoch = h.producer_epoch;
+            e.batches.clear();
+        }
+        e.txn_open = true;
+        e.last_seen_ms = now_ms;
+    }
+
     /// Whether a marker from a coordinator at `coordinator_epoch` may end the producer's
     /// transaction at `epoch` (`ProducerAppendInfo.appendEndTxnMarker`).
     pub fn check_marker(
@@ -457,6 +486,37 @@ impl ProducerTable {
             );
         }
         Some(DecodedSnapshot { table, below, open })
+    }
+}
+
+/// A producer as DescribeProducers shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its newest batch, -1 if none is remembered.
+    pub last_sequence: i32,
+    /// When it last appended here (broker time: the table does not keep batch timestamps).
+    pub last_seen_ms: i64,
+    pub coordinator_epoch: i32,
+}
+
+impl ProducerTable {
+    /// Every producer the partition remembers.
+    pub fn summaries(&self) -> Vec<ProducerSummary> {
+        let mut out: Vec<ProducerSummary> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, e)| ProducerSummary {
+                producer_id,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_seen_ms: e.last_seen_ms,
+                coordinator_epoch: e.coordinator_epoch,
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
     }
 }
 

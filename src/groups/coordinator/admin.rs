@@ -149,7 +149,7 @@ impl Coordinator {
             self.append(partition, tombstones).await?;
             let mut g = group.borrow_mut();
             for tp in &eligible {
-                g.offsets.remove(tp);
+                g.remove_offset(tp);
             }
             tracing::info!(group = %group_id, partitions = eligible.len(), "offsets deleted");
         }

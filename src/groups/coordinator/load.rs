@@ -1,10 +1,12 @@
 //! Rebuilding groups and offsets from a `__consumer_offsets` partition.
 
 use super::*;
+use ferrite_shards::batch::{control, BatchHeader, HEADER_BYTES};
 
 impl Coordinator {
     /// Rebuilds groups and offsets from one `__consumer_offsets` partition (start-up, or the
-    /// partition just created); later records win, a null value deletes.
+    /// partition just created); later records win, a null value deletes; a transaction's
+    /// offsets wait for its marker (those of a transaction still open stay pending).
     pub async fn load(&self, partition: &Rc<Partition>) -> Result<(usize, usize), String> {
         let log = partition.log();
         let end = log.log_end_offset();
@@ -20,6 +22,25 @@ impl Coordinator {
             }
             let bytes = read.to_bytes().await.map_err(|e| e.to_string())?;
             for batch in split_batches(&bytes).unwrap_or_default() {
+                let Ok(header) = BatchHeader::parse(&batch) else {
+                    continue;
+                };
+                // A transaction's marker: its offsets here apply or vanish. Checked first: a
+                // marker's key would read as an offset key of version 0.
+                if header.is_control() {
+                    let records = batch.get(HEADER_BYTES..).unwrap_or_default();
+                    if let Some(m) = control::parse_marker(&header, records) {
+                        let partitions = self.host().map_or(1, |h| h.offsets_partition_count());
+                        let commit = m.marker == control::Marker::Commit;
+                        self.complete_transaction(
+                            partition.index(),
+                            partitions,
+                            header.producer_id,
+                            commit,
+                        );
+                    }
+                    continue;
+                }
                 let Ok(records) = decode_records(&batch) else {
                     tracing::warn!(
                         partition = partition.index(),
@@ -27,6 +48,8 @@ impl Coordinator {
                     );
                     continue;
                 };
+                // Offsets of a transaction pend until its marker.
+                let producer = header.is_transactional().then_some(header.producer_id);
                 for r in records {
                     let Some(key) = r.key.and_then(|k| Key::decode(k).ok()) else {
                         continue;
@@ -38,15 +61,21 @@ impl Coordinator {
                             partition: p,
                         } => {
                             let g = self.group_or_create(&group);
-                            match r.value.map(OffsetValue::decode) {
-                                Some(Ok(v)) => {
-                                    g.borrow_mut().offsets.insert((topic, p), v);
+                            let mut g = g.borrow_mut();
+                            match (r.value.map(OffsetValue::decode), producer) {
+                                (Some(Ok(v)), Some(pid)) => {
+                                    g.pending_txn_offsets
+                                        .entry(pid)
+                                        .or_default()
+                                        .insert((topic, p), (v, r.offset));
                                     offsets += 1;
                                 }
-                                Some(Err(_)) => {}
-                                None => {
-                                    g.borrow_mut().offsets.remove(&(topic, p));
+                                (Some(Ok(v)), None) => {
+                                    g.set_offset((topic, p), v, r.offset);
+                                    offsets += 1;
                                 }
+                                (Some(Err(_)), _) | (None, Some(_)) => {}
+                                (None, None) => g.remove_offset(&(topic, p)),
                             }
                         }
                         Key::Group { group } => match r.value.map(GroupValue::decode) {

@@ -23,13 +23,16 @@ mod store;
 mod sync;
 #[cfg(test)]
 mod tests;
+mod txn_offsets;
 
 use super::group::{Group, JoinReply, Member, State, SyncReply};
 use super::host::GroupHost;
 use super::records::{GroupValue, Key, OffsetValue};
 use crate::protocol::errors::ErrorCode;
 use bytes::Bytes;
-use ferrite_shards::batch::build::{build_batch, decode_records, NewRecord, ProducerFields};
+use ferrite_shards::batch::build::{
+    build_batch, build_transactional_batch, decode_records, NewRecord, ProducerFields,
+};
 use ferrite_shards::batch::split_batches;
 use ferrite_shards::partition::Partition;
 use ferrite_shards::types::now_ms;
@@ -77,6 +80,16 @@ pub struct SyncArgs {
     pub protocol_type: Option<String>,
     pub protocol: Option<String>,
     pub assignments: Vec<(String, Bytes)>,
+}
+
+/// A TxnOffsetCommit as the coordinator needs it.
+pub struct TxnCommitArgs {
+    pub commit: CommitArgs,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// From the partition's verification (KIP-890), when the producer's transaction is not
+    /// open on the group's partition yet.
+    pub guard: Option<u64>,
 }
 
 pub struct CommitArgs {
@@ -139,7 +152,17 @@ pub struct Coordinator {
 type GroupRef = Rc<RefCell<Group>>;
 
 /// Committed offsets by topic: (partition, the committed value if any).
-pub type CommittedOffsets = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+pub type CommittedOffsets = Vec<(String, Vec<(i32, Fetched)>)>;
+
+/// One partition's committed offset as OffsetFetch reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fetched {
+    /// The committed value, if any.
+    Committed(Option<OffsetValue>),
+    /// A transaction not yet ended holds an offset for it, and the reader asked for stable
+    /// offsets only.
+    Unstable,
+}
 
 fn new_member_id(client_id: &str) -> String {
     let id = crate::metadata::random_id();

@@ -76,10 +76,10 @@ impl Coordinator {
             return codes_out;
         }
         match self.append(partition, records).await {
-            Ok(()) => {
+            Ok(position) => {
                 let mut g = group.borrow_mut();
                 for (_, tp, value) in accepted {
-                    g.offsets.insert(tp, value);
+                    g.set_offset(tp, value, position);
                 }
             }
             Err(code) => {
@@ -91,14 +91,20 @@ impl Coordinator {
         codes_out
     }
 
-    /// Committed offsets of `topics` (all of the group's when `None`), by topic.
+    /// Committed offsets of `topics` (all of the group's when `None`), by topic;
+    /// `require_stable`: those a pending transaction holds are `Unstable`.
     pub fn fetch(
         &self,
         group_id: &str,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     ) -> CommittedOffsets {
         let group = self.group(group_id);
         let g = group.as_ref().map(|g| g.borrow());
+        let answer = |tp: &(String, i32), v: Option<OffsetValue>| match &g {
+            Some(g) if require_stable && g.has_pending_offset(tp) => Fetched::Unstable,
+            _ => Fetched::Committed(v),
+        };
         match topics {
             Some(wanted) => wanted
                 .into_iter()
@@ -106,24 +112,22 @@ impl Coordinator {
                     let offsets = partitions
                         .into_iter()
                         .map(|p| {
-                            (
-                                p,
-                                g.as_ref()
-                                    .and_then(|g| g.offsets.get(&(topic.clone(), p)).cloned()),
-                            )
+                            let tp = (topic.clone(), p);
+                            let v = g.as_ref().and_then(|g| g.offsets.get(&tp).cloned());
+                            (p, answer(&tp, v))
                         })
                         .collect();
                     (topic, offsets)
                 })
                 .collect(),
             None => {
-                let mut by_topic: HashMap<String, Vec<(i32, Option<OffsetValue>)>> = HashMap::new();
-                if let Some(g) = &g {
-                    for ((t, p), v) in &g.offsets {
+                let mut by_topic: HashMap<String, Vec<(i32, Fetched)>> = HashMap::new();
+                if let Some(gb) = &g {
+                    for (tp, v) in &gb.offsets {
                         by_topic
-                            .entry(t.clone())
+                            .entry(tp.0.clone())
                             .or_default()
-                            .push((*p, Some(v.clone())));
+                            .push((tp.1, answer(tp, Some(v.clone()))));
                     }
                 }
                 let mut out: Vec<_> = by_topic.into_iter().collect();

@@ -5,12 +5,12 @@ use super::*;
 
 impl Coordinator {
     /// Appends records (key, value or tombstone) to this shard's `__consumer_offsets`
-    /// partition `partition`.
+    /// partition `partition`; the offset of the last.
     pub(super) async fn append(
         &self,
         partition: i32,
         records: Vec<(Bytes, Option<Bytes>)>,
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<i64, ErrorCode> {
         let Some(p) = self.host().and_then(|h| h.offsets_partition(partition)) else {
             return Err(ErrorCode::NOT_COORDINATOR);
         };
@@ -33,13 +33,37 @@ impl Coordinator {
     }
 }
 
-/// Appends records to `p` and waits for the ISR.
+/// Appends records to `p` and waits for the ISR; the offset of the last.
 async fn append_to(
     p: &Rc<Partition>,
     records: Vec<(Bytes, Option<Bytes>)>,
-) -> Result<(), ErrorCode> {
+) -> Result<i64, ErrorCode> {
+    let batch = build_batch(&new_records(records), ProducerFields::NONE);
+    let epoch = p.leader_epoch();
+    let info = p.produce(&batch).await.map_err(|e| write_failed(p, &e))?;
+    committed(p, info.last_offset, epoch).await
+}
+
+/// Appends a producer's transactional offset commit (base sequence 0, sequences unchecked:
+/// Kafka's COORDINATOR origin) to `p` and waits for the ISR; the offset of the last record.
+pub(super) async fn append_transactional(
+    p: &Rc<Partition>,
+    records: Vec<(Bytes, Option<Bytes>)>,
+    producer: ProducerFields,
+    guard: Option<u64>,
+) -> Result<i64, ErrorCode> {
+    let batch = build_transactional_batch(&new_records(records), producer);
+    let epoch = p.leader_epoch();
+    let info = p
+        .append_for_transaction(batch, guard)
+        .await
+        .map_err(|e| write_failed(p, &e))?;
+    committed(p, info.last_offset, epoch).await
+}
+
+fn new_records(records: Vec<(Bytes, Option<Bytes>)>) -> Vec<NewRecord> {
     let now = now_ms();
-    let records: Vec<NewRecord> = records
+    records
         .into_iter()
         .map(|(key, value)| NewRecord {
             key: Some(key),
@@ -47,27 +71,25 @@ async fn append_to(
             timestamp_ms: now,
             headers: Vec::new(),
         })
-        .collect();
-    let batch = build_batch(&records, ProducerFields::NONE);
-    let epoch = p.leader_epoch();
-    let info = p.produce(&batch).await.map_err(|e| {
-        ferrite_shards::repeated::error(
-            "writing to __consumer_offsets failed",
-            &p.log().dir().display(),
-            &e,
-        );
-        coordinator_code(&e)
-    })?;
-    // As Kafka: a commit is answered once every in-sync replica has it.
-    match p
-        .wait_committed(info.last_offset, epoch, COMMIT_TIMEOUT)
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-        Err(_) => return Err(ErrorCode::NOT_COORDINATOR),
+        .collect()
+}
+
+fn write_failed(p: &Partition, e: &ferrite_shards::Error) -> ErrorCode {
+    ferrite_shards::repeated::error(
+        "writing to __consumer_offsets failed",
+        &p.log().dir().display(),
+        e,
+    );
+    coordinator_code(e)
+}
+
+/// As Kafka: a commit is answered once every in-sync replica has it.
+async fn committed(p: &Partition, last_offset: i64, epoch: i32) -> Result<i64, ErrorCode> {
+    match p.wait_committed(last_offset, epoch, COMMIT_TIMEOUT).await {
+        Ok(true) => Ok(last_offset),
+        Ok(false) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        Err(_) => Err(ErrorCode::NOT_COORDINATOR),
     }
-    Ok(())
 }
 
 /// What a member is told when its group's write failed, as Kafka's `GroupMetadataManager`
@@ -80,6 +102,9 @@ fn coordinator_code(e: &ferrite_shards::Error) -> ErrorCode {
         ErrorCode::NOT_COORDINATOR
     } else if code == ErrorCode::MESSAGE_TOO_LARGE || code == ErrorCode::RECORD_LIST_TOO_LARGE {
         ErrorCode::INVALID_COMMIT_OFFSET_SIZE
+    } else if code == ErrorCode::INVALID_TXN_STATE || code == ErrorCode::INVALID_PRODUCER_EPOCH {
+        // A transactional commit's refusals reach the producer as they are.
+        code
     } else {
         ErrorCode::COORDINATOR_NOT_AVAILABLE
     }

@@ -388,10 +388,14 @@ fn commits_follow_kafkas_rules_and_come_back_after_a_reload() {
             c.commit(0, commit(&member, generation, 43, "n")).await,
             [ErrorCode::NONE]
         );
-        let fetched = c.fetch(GROUP, Some(vec![(TOPIC.into(), vec![1, 0])]));
+        let fetched = c.fetch(GROUP, Some(vec![(TOPIC.into(), vec![1, 0])]), false);
         let offsets = &fetched[0].1;
-        assert_eq!(offsets[0].1.as_ref().map(|v| v.offset), Some(43));
-        assert!(offsets[1].1.is_none(), "partition 0 has no commit");
+        assert!(matches!(&offsets[0].1, Fetched::Committed(Some(v)) if v.offset == 43));
+        assert_eq!(
+            offsets[1].1,
+            Fetched::Committed(None),
+            "partition 0 has no commit"
+        );
         // A coordinator reading the same partition afresh finds the group and its offsets.
         let weak: Weak<TestHost> = Rc::downgrade(&host);
         let fresh = Coordinator::new(config(), weak);
@@ -400,8 +404,10 @@ fn commits_follow_kafkas_rules_and_come_back_after_a_reload() {
             groups >= 1 && offsets >= 1,
             "{groups} groups, {offsets} offsets"
         );
-        let reloaded = fresh.fetch(GROUP, None);
-        let value = reloaded[0].1[0].1.clone().unwrap();
+        let reloaded = fresh.fetch(GROUP, None, false);
+        let Fetched::Committed(Some(value)) = reloaded[0].1[0].1.clone() else {
+            panic!("no offset after the reload: {reloaded:?}");
+        };
         assert_eq!(
             (value.offset, value.leader_epoch, value.metadata.as_str()),
             (43, 3, "n")
@@ -431,7 +437,10 @@ fn only_an_empty_group_is_deleted_and_its_offsets_go_with_it() {
         let weak: Weak<TestHost> = Rc::downgrade(&host);
         let fresh = Coordinator::new(config(), weak);
         fresh.load(&host.offsets).await.unwrap();
-        assert!(fresh.fetch(GROUP, None).is_empty(), "the tombstones won");
+        assert!(
+            fresh.fetch(GROUP, None, false).is_empty(),
+            "the tombstones won"
+        );
         assert_eq!(fresh.describe(GROUP).state, "Dead");
     });
 }

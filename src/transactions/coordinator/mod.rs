@@ -12,6 +12,7 @@
 //!
 //! Lives on: every shard, for the transactional ids placed on it.
 
+mod admin;
 mod complete;
 mod init;
 mod load;
@@ -19,6 +20,7 @@ mod store;
 mod timers;
 mod txn;
 
+pub use admin::{is_state_name, ListedTxn};
 pub use init::InitArgs;
 
 use super::host::TxnHost;
