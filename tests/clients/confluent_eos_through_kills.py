@@ -44,8 +44,13 @@ consumer.subscribe([in_topic])
 
 
 def new_producer():
+    # metadata.recovery.strategy=none: with librdkafka 2.16's default (rebootstrap), a
+    # single broker's restart decommissions the cached group coordinator, and
+    # send_offsets_to_transaction then hangs past its timeout (librdkafka issues #5511 and
+    # #5456, with Kafka as with Ferrite). Without re-bootstrapping the broker's thread
+    # reconnects and the request goes out.
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                  "transaction.timeout.ms": 20000})
+                  "transaction.timeout.ms": 20000, "metadata.recovery.strategy": "none"})
     while True:
         try:
             p.init_transactions(30)
@@ -86,6 +91,8 @@ while done < count and time.time() < deadline:
         print(f"progress {done}", flush=True)
     except KafkaException as e:
         err = e.args[0]
+        print(f"error {err.name()} abortable={err.txn_requires_abort()} fatal={err.fatal()}",
+              file=sys.stderr, flush=True)
         if err.txn_requires_abort():
             try:
                 producer.abort_transaction(30)

@@ -485,10 +485,11 @@ impl Partition {
         Ok(())
     }
 
-    /// How far compaction may go: below the high watermark (what consumers may read) and what
-    /// the producer snapshot covers.
+    /// How far compaction may go: below the last stable offset (what consumers may read, and
+    /// nothing of a transaction still open: Kafka's `firstUncleanableDirtyOffset`) and what the
+    /// producer snapshot covers.
     fn clean_below(&self) -> i64 {
-        self.high_watermark.get().min(self.snapshot_covers.get())
+        self.last_stable_offset().min(self.snapshot_covers.get())
     }
 
     /// See [`Log::cleaning_priority`].
