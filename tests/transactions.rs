@@ -3,7 +3,9 @@
 
 mod common;
 
+use common::eos::EosLoop;
 use common::{python, Broker};
+use std::time::Duration;
 
 fn values(json: &serde_json::Value, key: &str) -> Vec<String> {
     json[key]
@@ -132,84 +134,23 @@ fn a_second_producer_fences_the_first_and_a_stale_transaction_times_out() {
 /// read READ_COMMITTED, holds every input record exactly once, in order.
 #[test]
 fn consume_transform_produce_stays_exactly_once_through_kill_9() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    use std::sync::atomic::{AtomicI64, Ordering};
-    use std::sync::Arc;
-    use std::time::{Duration, Instant};
-
-    const COUNT: i64 = 20_000;
     let mut broker = Broker::start(&[
         "--set",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
     ]);
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients/confluent_eos_through_kills.py");
-    let python = std::env::var("FERRITE_PYTHON")
-        .unwrap_or_else(|_| format!("{}/.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
-    let mut child = Command::new(python)
-        .arg(script)
-        .args([
-            &broker.addr,
-            "eos-in",
-            "eos-out",
-            &COUNT.to_string(),
-            "tx-eos",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python");
-    let stdout = child.stdout.take().unwrap();
-    let progress = Arc::new(AtomicI64::new(-1));
-    let seen = progress.clone();
-    let reader = std::thread::spawn(move || {
-        let mut result = None;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(n) = line.strip_prefix("progress ") {
-                seen.store(n.parse().unwrap(), Ordering::Relaxed);
-            } else if let Some(json) = line.strip_prefix("result ") {
-                result = Some(json.to_string());
-            }
-        }
-        result
-    });
-    let deadline = Instant::now() + Duration::from_secs(240);
-    for at in [COUNT / 5, COUNT / 2, COUNT * 4 / 5] {
-        while progress.load(Ordering::Relaxed) < at {
-            assert!(
-                Instant::now() < deadline && child.try_wait().unwrap().is_none(),
-                "no progress past {} (waiting for {at})",
-                progress.load(Ordering::Relaxed)
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    let count = 20_000;
+    let mut eos = EosLoop::start(
+        &broker.addr,
+        "eos-in",
+        "eos-out",
+        count,
+        "tx-eos",
+        Duration::from_secs(240),
+    );
+    for at in [count / 5, count / 2, count * 4 / 5] {
+        eos.wait_for(at);
         broker.kill9();
         broker.restart();
     }
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "the loop did not finish; progress {}",
-                progress.load(Ordering::Relaxed)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let result = reader
-        .join()
-        .unwrap()
-        .expect("the script printed its result");
-    let json: serde_json::Value = serde_json::from_str(&result).expect("JSON");
-    let expected: Vec<String> = (0..COUNT).map(|i| format!("x-v-{i}")).collect();
-    let out = values(&json, "out");
-    assert_eq!(
-        out.len(),
-        expected.len(),
-        "aborted {}, restarted {}",
-        json["aborted"],
-        json["restarted"]
-    );
-    assert_eq!(out, expected, "every input once, in order");
+    eos.finish_exactly_once();
 }

@@ -52,6 +52,7 @@ mod sync_group;
 mod throttle;
 mod txn_offset_commit;
 mod user_scram_credentials;
+mod write_txn_markers;
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::versions::{supported, SUPPORTED};
@@ -343,6 +344,7 @@ async fn serve(shard: &Rc<Shard>, req: &Request, body: RequestKind) -> Response 
         RequestKind::DescribeProducers(r) => describe_producers::handle(shard, req, r).await,
         RequestKind::DescribeTransactions(r) => describe_transactions::handle(shard, req, r).await,
         RequestKind::ListTransactions(r) => list_transactions::handle(shard, req, r).await,
+        RequestKind::WriteTxnMarkers(r) => write_txn_markers::handle(shard, req, r).await,
         RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, req, r),
         RequestKind::SaslHandshake(r) => sasl::handle_handshake(shard, req, r),
         RequestKind::CreateAcls(r) => acls::handle_create(shard, req, r).await,

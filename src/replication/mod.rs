@@ -8,6 +8,7 @@
 //! change it in ZooKeeper, conditional on the partition's leader and epoch; the new ISR comes
 //! back through the metadata.
 
+pub mod calls;
 mod fetcher;
 mod peer;
 
@@ -29,7 +30,11 @@ pub fn start(shard: &Rc<Shard>) {
     // Checked before the broker started (main), so it builds here too.
     let client = InterBrokerClient::build(config.listeners.inter_broker(), &config.broker.security)
         .expect("the inter-broker listener was checked at start-up");
-    glommio::spawn_local(manage(shard.clone(), Rc::new(client))).detach();
+    let client = Rc::new(client);
+    shard
+        .services
+        .insert(Rc::new(calls::BrokerCalls::new(client.clone())));
+    glommio::spawn_local(manage(shard.clone(), client)).detach();
 }
 
 async fn manage(shard: Rc<Shard>, client: Rc<InterBrokerClient>) {

@@ -8,6 +8,7 @@
 
 pub mod coordinator;
 pub mod host;
+mod markers;
 pub mod records;
 pub mod state;
 
@@ -184,11 +185,16 @@ pub async fn verify_for_produce(
 ) -> Result<(), ErrorCode> {
     let tp = (topic.to_string(), partition);
     let id = transactional_id.to_string();
-    let answer = on_txn_coordinator(shard, transactional_id, move |c| {
-        Box::pin(async move { c.verify_partition(&id, producer_id, epoch, &tp) })
-    })
-    .await
-    .and_then(|r| r);
+    let answer = match coordinator_of(shard, transactional_id) {
+        Some((_, leader)) if leader >= 0 && leader != shard.config.node_id => {
+            markers::verify_at(shard, leader, &id, producer_id, epoch, &tp).await
+        }
+        _ => on_txn_coordinator(shard, transactional_id, move |c| {
+            Box::pin(async move { c.verify_partition(&id, producer_id, epoch, &tp) })
+        })
+        .await
+        .and_then(|r| r),
+    };
     answer.map_err(|code| match code {
         ErrorCode::PRODUCER_FENCED => ErrorCode::INVALID_PRODUCER_EPOCH,
         ErrorCode::TRANSACTION_ABORTABLE if produce_version >= 11 => code,
@@ -199,6 +205,54 @@ pub async fn verify_for_produce(
         | ErrorCode::NOT_COORDINATOR => ErrorCode::NOT_ENOUGH_REPLICAS,
         other => other,
     })
+}
+
+/// Writes a marker on a partition this broker leads and waits until it is committed; for a
+/// `__consumer_offsets` partition the group coordinator then applies or drops the
+/// transaction's offsets (KafkaApis.handleWriteTxnMarkersRequest). The coordinator's own path
+/// for its local partitions, and WriteTxnMarkers' for another coordinator's.
+pub async fn write_marker_here(shard: &Shard, write: MarkerWrite) -> Result<(), ErrorCode> {
+    let MarkerWrite {
+        topic,
+        partition,
+        producer_id,
+        producer_epoch,
+        marker,
+    } = write;
+    let (owner, partitions) = {
+        let metadata = shard.metadata();
+        let info = metadata
+            .partition(&topic, partition)
+            .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+        if !shard.leads(info) {
+            return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        }
+        let partitions = metadata.topic(&topic).map_or(0, |t| t.partitions.len());
+        (info.shard, partitions as i32)
+    };
+    on_shard(shard, owner, move |s| async move {
+        let p = s
+            .partition(&topic, partition)
+            .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let epoch = p.leader_epoch();
+        let offset = p
+            .append_marker(producer_id, producer_epoch, marker)
+            .await
+            .map_err(|e| crate::protocol::errors::code_for(&e))?;
+        match p.wait_committed(offset, epoch, MARKER_COMMIT_TIMEOUT).await {
+            Ok(true) => {}
+            Ok(false) => return Err(ErrorCode::NOT_ENOUGH_REPLICAS),
+            Err(_) => return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER),
+        }
+        if topic == CONSUMER_OFFSETS_TOPIC {
+            let commit = marker.marker == Marker::Commit;
+            s.service::<crate::groups::Coordinator>()
+                .complete_transaction(partition, partitions, producer_id, commit);
+        }
+        Ok(())
+    })
+    .await
+    .unwrap_or(Err(ErrorCode::NOT_LEADER_OR_FOLLOWER))
 }
 
 /// The coordinator keeps the ids of the `__transaction_state` partitions this broker leads,
@@ -287,49 +341,18 @@ impl TxnHost for Shard {
 
     fn write_marker(&self, write: MarkerWrite) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
         Box::pin(async move {
-            let MarkerWrite {
-                topic,
-                partition,
-                producer_id,
-                producer_epoch,
-                marker,
-            } = write;
-            let (owner, partitions) = {
-                let metadata = self.metadata();
-                let info = metadata
-                    .partition(&topic, partition)
-                    .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-                if !self.leads(info) {
-                    return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
-                }
-                let partitions = metadata.topic(&topic).map_or(0, |t| t.partitions.len());
-                (info.shard, partitions as i32)
-            };
-            on_shard(self, owner, move |s| async move {
-                let p = s
-                    .partition(&topic, partition)
-                    .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-                let epoch = p.leader_epoch();
-                let offset = p
-                    .append_marker(producer_id, producer_epoch, marker)
-                    .await
-                    .map_err(|e| crate::protocol::errors::code_for(&e))?;
-                match p.wait_committed(offset, epoch, MARKER_COMMIT_TIMEOUT).await {
-                    Ok(true) => {}
-                    Ok(false) => return Err(ErrorCode::NOT_ENOUGH_REPLICAS),
-                    Err(_) => return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER),
-                }
-                // KafkaApis.handleWriteTxnMarkersRequest: the group coordinator learns of the
-                // transaction's end once its marker is on the group's partition.
-                if topic == CONSUMER_OFFSETS_TOPIC {
-                    let commit = marker.marker == Marker::Commit;
-                    s.service::<crate::groups::Coordinator>()
-                        .complete_transaction(partition, partitions, producer_id, commit);
-                }
-                Ok(())
-            })
-            .await
-            .unwrap_or(Err(ErrorCode::NOT_LEADER_OR_FOLLOWER))
+            let leader = self
+                .metadata()
+                .partition(&write.topic, write.partition)
+                .map(|info| info.leader)
+                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+            if leader == self.config.node_id {
+                write_marker_here(self, write).await
+            } else if leader < 0 {
+                Err(ErrorCode::NOT_LEADER_OR_FOLLOWER)
+            } else {
+                markers::send(self, leader, write).await
+            }
         })
     }
 

@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod disk;
+pub mod eos;
 pub mod go;
 pub mod quotas;
 pub mod requests;
@@ -439,7 +440,7 @@ pub fn records_on_disk(data_dir: &Path, topic: &str, partition: i32) -> Vec<(i64
     out
 }
 
-fn python_path() -> PathBuf {
+pub fn python_path() -> PathBuf {
     if let Ok(p) = std::env::var("FERRITE_PYTHON") {
         return PathBuf::from(p);
     }

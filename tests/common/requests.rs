@@ -159,6 +159,17 @@ pub fn populated(api: ApiKey) -> RequestKind {
                 .with_state_filters(vec![s("Ongoing")])
                 .with_producer_id_filters(vec![ProducerId(1)]),
         ),
+        ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(
+            WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(1))
+                    .with_topics(vec![
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(topic.clone())
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]),
+        ),
         ApiKey::EndTxn => RequestKind::EndTxn(
             EndTxnRequest::default().with_transactional_id(TransactionalId(s("fuzzed-txn"))),
         ),

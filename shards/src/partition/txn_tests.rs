@@ -267,3 +267,103 @@ fn a_follower_tracks_transactions_from_what_it_replicates() {
         follower.close().await.unwrap();
     });
 }
+
+/// Compaction keeps transactional batches and markers as they are, so a cleaned segment
+/// carries its sources' aborted transactions in its own `.txnindex`, which survives a restart;
+/// and it never cleans at or above the last stable offset.
+#[test]
+fn the_cleaner_carries_aborted_transactions_and_stops_at_the_last_stable_offset() {
+    use crate::config::CleanupPolicy;
+    use crate::log::{CleanerBudget, IoThrottle};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let keyed = |pid: i64, seq: i32, key: &str, transactional: bool| {
+        let records = [NewRecord {
+            key: Some(Bytes::from(key.to_string())),
+            value: Some(Bytes::from(format!("{key}-{seq}"))),
+            timestamp_ms: 1,
+            ..Default::default()
+        }];
+        let producer = ProducerFields {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: seq,
+        };
+        if transactional {
+            build_transactional_batch(&records, producer)
+        } else {
+            build_batch(&records, producer)
+        }
+    };
+    let options = || LogOptions {
+        config: LogConfig {
+            cleanup_policy: CleanupPolicy::Compact,
+            segment_bytes: 600,
+            delete_retention_ms: 0,
+            min_cleanable_dirty_ratio: 0.01,
+            ..LogConfig::default()
+        },
+        io_mode: IoMode::Buffered,
+        writer: Default::default(),
+        cache: None,
+    };
+    let budget = CleanerBudget {
+        throttle: IoThrottle::new(1 << 30),
+        dedupe_buffer_bytes: 1 << 20,
+    };
+    let p2 = path.clone();
+    run(|| async move {
+        let p = Partition::open(&p2, Arc::from("t"), 0, 0, options())
+            .await
+            .unwrap();
+        // Producer 1's aborted transaction, then many overwrites of the same key.
+        let guard = p.start_verification(1);
+        p.produce_verified(&keyed(1, 0, "k", true), Some(guard))
+            .await
+            .unwrap();
+        p.append_marker(1, 0, marker(Marker::Abort, 0))
+            .await
+            .unwrap();
+        for _ in 0..30 {
+            p.produce(&keyed(-1, -1, "k", false)).await.unwrap();
+        }
+        // Producer 2's transaction stays open: nothing from its first offset on is cleaned.
+        let open_at = p.log().log_end_offset();
+        let guard = p.start_verification(2);
+        p.produce_verified(&keyed(2, 0, "k", true), Some(guard))
+            .await
+            .unwrap();
+        for _ in 0..30 {
+            p.produce(&keyed(-1, -1, "k", false)).await.unwrap();
+        }
+        p.checkpoint().await.unwrap();
+        assert_eq!(p.last_stable_offset(), open_at);
+        let before = p.log().size_bytes();
+        let outcome = p.clean(&budget, now_ms()).await.unwrap();
+        assert!(outcome.is_some(), "a pass ran");
+        assert!(p.log().size_bytes() < before, "overwritten records went");
+        assert_eq!(
+            aborted(&p, 0, open_at),
+            vec![(1, 0)],
+            "the abort is still indexed"
+        );
+        let kept = p
+            .log()
+            .read(open_at, 1 << 20, p.high_watermark())
+            .await
+            .unwrap();
+        assert!(
+            kept.next_offset > open_at,
+            "the open transaction's batch is there"
+        );
+        p.close().await.unwrap();
+        let p = Partition::open(&p2, Arc::from("t"), 0, 0, options())
+            .await
+            .unwrap();
+        assert_eq!(aborted(&p, 0, open_at), vec![(1, 0)], "and after a restart");
+        assert_eq!(p.open_transaction(2), Some(open_at));
+        p.close().await.unwrap();
+    });
+    let first = path.join("00000000000000000000.txnindex");
+    assert_eq!(std::fs::metadata(first).unwrap().len(), 34);
+}

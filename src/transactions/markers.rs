@@ -1,0 +1,131 @@
+//! Transactions across brokers: markers for partitions another broker leads (WriteTxnMarkers
+//! v1 to that leader, as `TransactionMarkerChannelManager` sends them, one marker per request;
+//! the coordinator's completion retries what fails), and KIP-890's verification at a
+//! coordinator on another broker (AddPartitionsToTxn v4, `verify_only`, as
+//! `AddPartitionsToTxnManager` asks).
+
+use super::host::MarkerWrite;
+use crate::protocol::errors::ErrorCode;
+use crate::replication::calls::call_broker;
+use crate::shard::Shard;
+use ferrite_shards::batch::control::Marker;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName,
+    TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::time::Duration;
+
+/// The version brokers send (Kafka 3.9's newest).
+const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+/// Longest wait for the leader's answer: it waits for its ISR first.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Writes `write` on broker `leader`; its answer for the partition.
+pub async fn send(shard: &Shard, leader: i32, write: MarkerWrite) -> Result<(), ErrorCode> {
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(write.producer_id))
+            .with_producer_epoch(write.producer_epoch)
+            .with_transaction_result(write.marker.marker == Marker::Commit)
+            .with_coordinator_epoch(write.marker.coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_string(write.topic.clone())))
+                .with_partition_indexes(vec![write.partition])])]);
+    let answer: WriteTxnMarkersResponse = call_broker(
+        shard,
+        leader,
+        ApiKey::WriteTxnMarkers,
+        WRITE_TXN_MARKERS_VERSION,
+        &request,
+        CALL_TIMEOUT,
+    )
+    .await
+    .map_err(|e| {
+        tracing::debug!(leader, error = %e, "WriteTxnMarkers failed");
+        ErrorCode::NOT_LEADER_OR_FOLLOWER
+    })?;
+    let code = answer
+        .markers
+        .iter()
+        .flat_map(|m| m.topics.iter())
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == write.partition)
+        .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |p| {
+            ErrorCode::from_code(p.error_code)
+        });
+    if code.is_error() {
+        Err(code)
+    } else {
+        Ok(())
+    }
+}
+
+/// The batched, broker-only version of AddPartitionsToTxn.
+const VERIFY_VERSION: i16 = 4;
+
+/// Asks the coordinator on broker `coordinator` whether `partition` is in the producer's
+/// transaction; its per-partition answer (a top-level refusal of this broker,
+/// CLUSTER_AUTHORIZATION_FAILED, becomes INVALID_TXN_STATE as in `AddPartitionsToTxnManager`;
+/// a failed call COORDINATOR_NOT_AVAILABLE, which the produce path answers as retriable).
+pub async fn verify_at(
+    shard: &Shard,
+    coordinator: i32,
+    transactional_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    partition: &(String, i32),
+) -> Result<(), ErrorCode> {
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(partition.0.clone())))
+                .with_partitions(vec![partition.1])]),
+    ]);
+    let answer: AddPartitionsToTxnResponse = call_broker(
+        shard,
+        coordinator,
+        ApiKey::AddPartitionsToTxn,
+        VERIFY_VERSION,
+        &request,
+        CALL_TIMEOUT,
+    )
+    .await
+    .map_err(|e| {
+        tracing::debug!(coordinator, error = %e, "verifying a transaction failed");
+        ErrorCode::COORDINATOR_NOT_AVAILABLE
+    })?;
+    let top = ErrorCode::from_code(answer.error_code);
+    if top == ErrorCode::CLUSTER_AUTHORIZATION_FAILED {
+        return Err(ErrorCode::INVALID_TXN_STATE);
+    }
+    if top.is_error() {
+        return Err(top);
+    }
+    let code = answer
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| t.topic_results.iter())
+        .flat_map(|t| t.results_by_partition.iter())
+        .find(|p| p.partition_index == partition.1)
+        .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |p| {
+            ErrorCode::from_code(p.partition_error_code)
+        });
+    if code.is_error() {
+        Err(code)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,125 @@
+//! The exactly-once loop of `tests/clients/confluent_eos_through_kills.py`, driven from a
+//! test: started in the background, its progress watched (so brokers can be killed at chosen
+//! points), its READ_COMMITTED output checked at the end.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub struct EosLoop {
+    child: Child,
+    progress: Arc<AtomicI64>,
+    reader: Option<JoinHandle<Option<String>>>,
+    pub count: i64,
+    deadline: Instant,
+}
+
+impl EosLoop {
+    /// Starts the loop over `count` records from `input` to `output` with `transactional_id`,
+    /// bootstrapping from `bootstrap`; it must finish within `limit`.
+    pub fn start(
+        bootstrap: &str,
+        input: &str,
+        output: &str,
+        count: i64,
+        transactional_id: &str,
+        limit: Duration,
+    ) -> EosLoop {
+        let script = super::workspace_root().join("tests/clients/confluent_eos_through_kills.py");
+        let mut child = Command::new(super::python_path())
+            .arg(script)
+            .args([
+                bootstrap,
+                input,
+                output,
+                &count.to_string(),
+                transactional_id,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python");
+        let stdout = child.stdout.take().unwrap();
+        let progress = Arc::new(AtomicI64::new(-1));
+        let seen = progress.clone();
+        let reader = std::thread::spawn(move || {
+            let mut result = None;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(n) = line.strip_prefix("progress ") {
+                    seen.store(n.parse().unwrap(), Ordering::Relaxed);
+                } else if let Some(json) = line.strip_prefix("result ") {
+                    result = Some(json.to_string());
+                }
+            }
+            result
+        });
+        EosLoop {
+            child,
+            progress,
+            reader: Some(reader),
+            count,
+            deadline: Instant::now() + limit,
+        }
+    }
+
+    /// Input records done (committed) so far; -1 before the input is written.
+    pub fn progress(&self) -> i64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+
+    /// Waits until at least `done` input records are committed.
+    pub fn wait_for(&mut self, done: i64) {
+        while self.progress() < done {
+            assert!(
+                Instant::now() < self.deadline && self.child.try_wait().unwrap().is_none(),
+                "no progress past {} (waiting for {done})",
+                self.progress()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for the end and checks the output: every input record once, in order.
+    pub fn finish_exactly_once(mut self) {
+        while self.child.try_wait().unwrap().is_none() {
+            if Instant::now() > self.deadline {
+                let _ = self.child.kill();
+                panic!("the loop did not finish; progress {}", self.progress());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let result = self
+            .reader
+            .take()
+            .unwrap()
+            .join()
+            .unwrap()
+            .expect("the script printed its result");
+        let json: serde_json::Value = serde_json::from_str(&result).expect("JSON");
+        let out: Vec<String> = json["out"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        let expected: Vec<String> = (0..self.count).map(|i| format!("x-v-{i}")).collect();
+        println!(
+            "{} records moved exactly once; the loop aborted {} and restarted its producer {} times",
+            out.len(),
+            json["aborted"],
+            json["restarted"]
+        );
+        assert_eq!(out.len(), expected.len());
+        assert_eq!(out, expected, "every input once, in order");
+    }
+}
+
+impl Drop for EosLoop {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,90 @@
+//! Transactions on three brokers in ZooKeeper mode (issue 16): the coordinator, the markers and
+//! the KIP-890 verification across brokers, and the coordinator's broker killed under an
+//! exactly-once loop.
+
+mod common;
+
+use common::cluster::{leaders, metadata, start_cluster, wait_until, SESSION_MS};
+use common::eos::EosLoop;
+use common::python;
+use common::zookeeper::ZooKeeper;
+use std::time::Duration;
+
+/// Kafka's `partitionFor`: Java's String.hashCode, made non-negative, modulo the partitions.
+fn state_partition(transactional_id: &str, partitions: i32) -> i64 {
+    let hash = transactional_id
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    (positive % partitions) as i64
+}
+
+/// The exactly-once loop over 20,000 records while the broker coordinating its transactional
+/// id is killed with SIGKILL: another broker takes `__transaction_state`'s partition over,
+/// loads the id, completes or aborts what was in flight, and the output (replicated three
+/// times, read READ_COMMITTED) holds every input once.
+#[test]
+fn exactly_once_survives_the_transaction_coordinators_death() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(
+        &zk,
+        &[
+            "--set",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
+        ],
+    );
+    for topic in ["eos-in", "eos-out"] {
+        let out = python(
+            "confluent_admin_create.py",
+            &[&brokers[0].addr, topic, "1", "3", "min.insync.replicas=2"],
+        );
+        assert!(out.contains("created"), "{out}");
+    }
+    let bootstrap = brokers
+        .iter()
+        .map(|b| b.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let count = 20_000;
+    let id = "tx-cluster";
+    let mut eos = EosLoop::start(
+        &bootstrap,
+        "eos-in",
+        "eos-out",
+        count,
+        id,
+        Duration::from_secs(300),
+    );
+    eos.wait_for(count / 4);
+    let partition = state_partition(id, 50);
+    let coordinator = leaders(
+        &metadata(&brokers[0], Some("__transaction_state")),
+        "__transaction_state",
+    )[&partition];
+    assert!(
+        coordinator > 0,
+        "__transaction_state-{partition} has a leader"
+    );
+    let output_leader = leaders(&metadata(&brokers[0], Some("eos-out")), "eos-out")[&0];
+    println!(
+        "killing broker {coordinator}, the coordinator of {id} (__transaction_state-{partition}); \
+         eos-out is led by broker {output_leader}"
+    );
+    let killed = (coordinator - 1) as usize;
+    brokers[killed].kill9();
+    let survivor = (killed + 1) % 3;
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(15),
+        "a new coordinator",
+        || {
+            let l = leaders(
+                &metadata(&brokers[survivor], Some("__transaction_state")),
+                "__transaction_state",
+            )[&partition];
+            l > 0 && l != coordinator
+        },
+    );
+    eos.wait_for(count * 3 / 4);
+    brokers[killed].restart();
+    eos.finish_exactly_once();
+}
