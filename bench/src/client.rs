@@ -36,6 +36,9 @@ const WANTED: &[(ApiKey, i16)] = &[
     (ApiKey::LeaveGroup, 4),
     (ApiKey::OffsetCommit, 8),
     (ApiKey::OffsetFetch, 7),
+    (ApiKey::InitProducerId, 4),
+    (ApiKey::AddPartitionsToTxn, 3),
+    (ApiKey::EndTxn, 3),
 ];
 
 /// The API versions a broker and this client share.

@@ -10,3 +10,4 @@ pub mod producer;
 pub mod records;
 pub mod schedule;
 pub mod stats;
+pub mod transactions;

@@ -114,6 +114,13 @@ pub struct Options {
     /// Consume: check every record's content and that none comes twice.
     #[arg(long)]
     verify: bool,
+    /// Produce in transactions: producer i uses the transactional id PREFIX-i (acks=all is
+    /// implied, as for a Kafka transactional producer).
+    #[arg(long, value_name = "PREFIX")]
+    transactional_id: Option<String>,
+    /// Records per transaction, per producer.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    transaction_records: u64,
 }
 
 impl Options {
@@ -150,6 +157,12 @@ impl Options {
         }
         if self.group.as_deref().is_some_and(str::is_empty) {
             bail!("--group must name a group");
+        }
+        if self.transactional_id.as_deref().is_some_and(str::is_empty) {
+            bail!("--transactional-id must name a prefix");
+        }
+        if self.transaction_records == 0 {
+            bail!("--transaction-records must be at least 1");
         }
         Ok(())
     }

@@ -10,10 +10,11 @@ use crate::partitioner::{partition_for_key, Partitioner};
 use crate::records::{encode_batch, OutRecord};
 use crate::schedule::{Clock, Schedule, SystemClock};
 use crate::stats::{Local, Stats};
+use crate::transactions::Transactions;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, TopicName};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use std::collections::{HashMap, VecDeque};
@@ -44,6 +45,10 @@ pub struct ProduceConfig {
     pub producers: usize,
     /// Messages per second for all producers together (open loop).
     pub rate: Option<f64>,
+    /// Transactional producers: each uses `<prefix>-<producer number>` and commits a
+    /// transaction every `transaction_records` records.
+    pub transactional_id: Option<String>,
+    pub transaction_records: u64,
 }
 
 /// Microseconds since the Unix epoch for an `Instant` (wall time of a monotonic instant).
@@ -184,8 +189,8 @@ impl Pipe {
             .context("sending a produce request")
     }
 
-    /// Waits for every response, then closes.
-    fn finish(mut self) {
+    /// Waits for every response so far.
+    fn drain(&self) {
         let (lock, cv) = &*self.sent;
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         let mut sent = lock.lock().expect("pipe lock");
@@ -195,7 +200,11 @@ impl Pipe {
                 .expect("pipe lock")
                 .0;
         }
-        drop(sent);
+    }
+
+    /// Waits for every response, then closes.
+    fn finish(mut self) {
+        self.drain();
         let _ = self.stream.shutdown(Shutdown::Both);
         if let Some(r) = self.reader.take() {
             let _ = r.join();
@@ -268,6 +277,17 @@ impl Producer {
         let mut next_partition = self.id as usize % partitions.len();
         let mut seq: u64 = 0;
         let mut next_linger_check = start;
+        let mut txn = match &cfg.transactional_id {
+            Some(prefix) => {
+                let bootstrap = self.layout.leaders.values().next().expect("a leader");
+                Some(Transactions::init(
+                    bootstrap,
+                    format!("{prefix}-{}", self.id),
+                )?)
+            }
+            None => None,
+        };
+        let mut in_txn: u64 = 0;
         loop {
             if share.is_some_and(|s| seq >= s)
                 || deadline.is_some_and(|d| Instant::now() >= d)
@@ -290,6 +310,11 @@ impl Producer {
                     p
                 }
             };
+            // A transaction begins with its first record (partitions added), as a Kafka
+            // producer's does, so none is left open and empty at the end.
+            if let Some(t) = txn.as_mut().filter(|_| in_txn == 0) {
+                t.begin(&cfg.topic, &partitions)?;
+            }
             let record = self.record(key, value.clone(), due, seq);
             let acc = &mut accs[slot];
             acc.bytes += cfg.size + 40;
@@ -300,7 +325,16 @@ impl Producer {
             acc.first_at.get_or_insert_with(Instant::now);
             seq += 1;
             if acc.bytes >= cfg.batch_bytes {
-                self.flush(&mut pipes, &partitions, &mut accs, |i, _| i == slot)?;
+                self.flush(&mut pipes, &partitions, &mut accs, txn.as_mut(), |i, _| {
+                    i == slot
+                })?;
+            }
+            if let Some(t) = txn.as_mut() {
+                in_txn += 1;
+                if in_txn >= cfg.transaction_records {
+                    self.commit(&mut pipes, &partitions, &mut accs, t)?;
+                    in_txn = 0;
+                }
             }
             // Lingering batches are looked for at most every tenth of the linger (at least every
             // 100 µs), not per record: a scan is as long as the partition count.
@@ -312,13 +346,18 @@ impl Producer {
                         .is_some_and(|t| now.saturating_duration_since(t) >= cfg.linger)
                 };
                 if accs.iter().any(lingered) {
-                    self.flush(&mut pipes, &partitions, &mut accs, |_, a| lingered(a))?;
+                    self.flush(&mut pipes, &partitions, &mut accs, txn.as_mut(), |_, a| {
+                        lingered(a)
+                    })?;
                 }
             }
         }
-        self.flush(&mut pipes, &partitions, &mut accs, |_, a| {
-            !a.records.is_empty()
-        })?;
+        match txn.as_mut() {
+            Some(t) if in_txn > 0 => self.commit(&mut pipes, &partitions, &mut accs, t)?,
+            _ => self.flush(&mut pipes, &partitions, &mut accs, None, |_, a| {
+                !a.records.is_empty()
+            })?,
+        }
         for (_, pipe) in pipes {
             pipe.finish();
         }
@@ -339,12 +378,38 @@ impl Producer {
         }
     }
 
-    /// Sends the partitions `ready` picks, one request per leader.
+    /// Ends the transaction: what is left sent, every batch acknowledged, then EndTxn.
+    fn commit(
+        &self,
+        pipes: &mut HashMap<String, Pipe>,
+        partitions: &[i32],
+        accs: &mut [Accumulator],
+        txn: &mut Transactions,
+    ) -> Result<()> {
+        self.flush(pipes, partitions, accs, Some(txn), |_, a| {
+            !a.records.is_empty()
+        })?;
+        for pipe in pipes.values() {
+            pipe.drain();
+        }
+        let before = txn.commit_time;
+        txn.commit()?;
+        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        self.stats.commit_micros.fetch_add(
+            (txn.commit_time - before).as_micros() as u64,
+            Ordering::Relaxed,
+        );
+        Ok(())
+    }
+
+    /// Sends the partitions `ready` picks, one request per leader; in a transaction, as its
+    /// batches.
     fn flush(
         &self,
         pipes: &mut HashMap<String, Pipe>,
         partitions: &[i32],
         accs: &mut [Accumulator],
+        mut txn: Option<&mut Transactions>,
         ready: impl Fn(usize, &Accumulator) -> bool,
     ) -> Result<()> {
         let mut by_leader: HashMap<String, (Vec<PartitionProduceData>, Vec<SentPart>)> =
@@ -353,7 +418,10 @@ impl Producer {
             if acc.records.is_empty() || !ready(i, acc) {
                 continue;
             }
-            let batch = encode_batch(&acc.records, self.cfg.compression)?;
+            let producer = txn
+                .as_deref_mut()
+                .map(|t| t.next_batch(partitions[i], acc.records.len()));
+            let batch = encode_batch(&acc.records, self.cfg.compression, producer)?;
             let leader = self.layout.leaders[&partitions[i]].clone();
             let entry = by_leader.entry(leader).or_default();
             entry.0.push(
@@ -372,6 +440,9 @@ impl Producer {
         }
         for (leader, (data, parts)) in by_leader {
             let request = ProduceRequest::default()
+                .with_transactional_id(txn.as_deref().map(|t| {
+                    TransactionalId(StrBytes::from_string(t.transactional_id().to_string()))
+                }))
                 .with_acks(self.cfg.acks)
                 .with_timeout_ms(30_000)
                 .with_topic_data(vec![TopicProduceData::default()

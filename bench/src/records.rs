@@ -4,6 +4,7 @@
 //! uncompressed batches are encoded and read here directly (one pass, no per-record
 //! allocation); compressed ones go through the codec crate's encoder and decoder.
 
+use crate::transactions::BatchProducer;
 use anyhow::Result;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
@@ -52,9 +53,13 @@ fn varlong_len(v: i64) -> usize {
 }
 
 /// Encodes one v2 batch (base offset 0, no producer id).
-pub fn encode_batch(records: &[OutRecord], compression: Compression) -> Result<Bytes> {
+pub fn encode_batch(
+    records: &[OutRecord],
+    compression: Compression,
+    producer: Option<BatchProducer>,
+) -> Result<Bytes> {
     if compression != Compression::None {
-        return encode_with_codec(records, compression);
+        return encode_with_codec(records, compression, producer);
     }
     let base_ts = records.iter().map(|r| r.timestamp_ms).min().unwrap_or(0);
     let max_ts = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(0);
@@ -65,13 +70,19 @@ pub fn encode_batch(records: &[OutRecord], compression: Compression) -> Result<B
     out.put_i32(-1);
     out.put_u8(2);
     out.put_u32(0); // crc, patched
-    out.put_i16(0);
+                    // Attributes: a transactional producer's batches carry bit 4.
+    out.put_i16(if producer.is_some() { 0x10 } else { 0 });
     out.put_i32(records.len() as i32 - 1);
     out.put_i64(base_ts);
     out.put_i64(max_ts);
-    out.put_i64(-1);
-    out.put_i16(-1);
-    out.put_i32(-1);
+    let p = producer.unwrap_or(BatchProducer {
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+    });
+    out.put_i64(p.producer_id);
+    out.put_i16(p.producer_epoch);
+    out.put_i32(p.base_sequence);
     out.put_i32(records.len() as i32);
     for (i, r) in records.iter().enumerate() {
         let ts_delta = r.timestamp_ms - base_ts;
@@ -111,7 +122,11 @@ pub fn encode_batch(records: &[OutRecord], compression: Compression) -> Result<B
     Ok(out.freeze())
 }
 
-fn encode_with_codec(records: &[OutRecord], compression: Compression) -> Result<Bytes> {
+fn encode_with_codec(
+    records: &[OutRecord],
+    compression: Compression,
+    producer: Option<BatchProducer>,
+) -> Result<Bytes> {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -122,16 +137,16 @@ fn encode_with_codec(records: &[OutRecord], compression: Compression) -> Result<
                 Some(Bytes::copy_from_slice(&r.tag)),
             );
             Record {
-                transactional: false,
+                transactional: producer.is_some(),
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
+                producer_id: producer.map_or(-1, |p| p.producer_id),
+                producer_epoch: producer.map_or(-1, |p| p.producer_epoch),
                 timestamp_type: TimestampType::Creation,
                 // The encoder starts a new batch when offset - sequence changes.
                 offset: i as i64,
-                sequence: i as i32 - 1,
+                sequence: producer.map_or(i as i32 - 1, |p| p.base_sequence + i as i32),
                 timestamp: r.timestamp_ms,
                 key: r.key.clone(),
                 value: Some(r.value.clone()),
@@ -297,7 +312,7 @@ mod tests {
     #[test]
     fn the_direct_encoder_agrees_with_the_codec_crate() {
         let records = sample(50);
-        let mine = encode_batch(&records, Compression::None).unwrap();
+        let mine = encode_batch(&records, Compression::None, None).unwrap();
         let mut b = mine.clone();
         let set = RecordBatchDecoder::decode(&mut b).expect("the codec reads the direct encoding");
         assert_eq!(set.records.len(), 50);
@@ -308,7 +323,7 @@ mod tests {
             assert_eq!(r.key.is_some(), i % 2 == 0);
         }
         for codec in [Compression::None, Compression::Zstd, Compression::Lz4] {
-            let batch = encode_batch(&records, codec).unwrap();
+            let batch = encode_batch(&records, codec, None).unwrap();
             let found = tags(&batch, b"the value");
             assert_eq!(found.len(), 50, "{codec:?}");
             for (i, t) in found.iter().enumerate() {

@@ -150,7 +150,12 @@ fn produce_config(o: &Options) -> ProduceConfig {
         size: o.size,
         batch_bytes: o.batch_bytes,
         linger: Duration::from_millis(o.linger_ms),
-        acks: o.acks(),
+        // A transactional producer writes with acks=all (Kafka's producer requires it).
+        acks: if o.transactional_id.is_some() {
+            -1
+        } else {
+            o.acks()
+        },
         compression: o.compression(),
         keys: o.keys,
         partitioner: match o.partitioner {
@@ -159,6 +164,8 @@ fn produce_config(o: &Options) -> ProduceConfig {
         },
         producers: o.producers,
         rate: o.rate,
+        transactional_id: o.transactional_id.clone(),
+        transaction_records: o.transaction_records,
     }
 }
 
@@ -297,6 +304,17 @@ fn summarize(
             "verify: {verify_failures} records failed the content check, {duplicates} came twice"
         );
     }
+    let transactions =
+        produced.transactions.load(Ordering::Relaxed) + main.transactions.load(Ordering::Relaxed);
+    let commit_micros =
+        produced.commit_micros.load(Ordering::Relaxed) + main.commit_micros.load(Ordering::Relaxed);
+    if transactions > 0 {
+        println!(
+            "transactions: {transactions} committed, {:.0} per second, EndTxn mean {:.3} ms",
+            transactions as f64 / seconds,
+            commit_micros as f64 / transactions as f64 / 1000.0
+        );
+    }
     if let Some(path) = &o.json {
         let mut out = json!({
             "mode": mode,
@@ -307,6 +325,7 @@ fn summarize(
             "mb_per_sec": bytes as f64 / seconds / 1e6,
             "errors": error_total,
             "errors_by_code": errors,
+            "transactions": transactions,
             "sent": sent_total,
             "partitions": layout.partitions.len(),
             "timeline": timeline.iter().map(Tick::json).collect::<Vec<_>>(),

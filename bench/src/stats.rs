@@ -27,6 +27,9 @@ pub struct Stats {
     pub duplicates: AtomicU64,
     /// (producer, sequence) of every record consume --verify read, kept through the warm-up.
     pub seen: Mutex<HashSet<(u32, u32)>>,
+    /// Transactions committed (produce --transactional-id) and their EndTxn time, summed.
+    pub transactions: AtomicU64,
+    pub commit_micros: AtomicU64,
 }
 
 impl Default for Stats {
@@ -37,6 +40,8 @@ impl Default for Stats {
             errors: Mutex::new(BTreeMap::new()),
             ack: Mutex::new(histogram()),
             e2e: Mutex::new(histogram()),
+            transactions: AtomicU64::new(0),
+            commit_micros: AtomicU64::new(0),
             verify_failures: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
             seen: Mutex::new(HashSet::new()),
@@ -119,6 +124,8 @@ impl Stats {
         self.errors.lock().expect("stats lock").clear();
         self.ack.lock().expect("stats lock").reset();
         self.e2e.lock().expect("stats lock").reset();
+        self.transactions.store(0, Ordering::Relaxed);
+        self.commit_micros.store(0, Ordering::Relaxed);
     }
 
     pub fn ack_percentile_ms(&self, q: f64) -> Option<f64> {

@@ -255,3 +255,69 @@ fn a_group_reads_every_record_once_and_commits_where_it_stopped() {
     assert_eq!(rest["messages"], 500, "{rest}");
     assert_eq!(rest["errors"], 0, "{rest}");
 }
+
+/// `produce --transactional-id`: each producer commits a transaction every
+/// `--transaction-records` records; every record is then visible to a READ_COMMITTED reader
+/// (kcat, librdkafka), and the summary counts the transactions.
+#[test]
+fn transactional_produce_commits_every_n_records() {
+    let broker = Broker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let produced = dir.path().join("produce.json");
+    let out = bench(&[
+        "produce",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "txn",
+        "--create",
+        "--partitions",
+        "3",
+        "--messages",
+        "6000",
+        "--size",
+        "100",
+        "--producers",
+        "2",
+        "--transactional-id",
+        "bench",
+        "--transaction-records",
+        "1000",
+        "--json",
+        produced.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("transactions: 6 committed"), "{stdout}");
+    let p = json(&produced);
+    assert_eq!(
+        (p["messages"].as_u64(), p["errors"].as_u64()),
+        (Some(6000), Some(0))
+    );
+    let read = common::kcat(
+        &broker,
+        &[
+            "-C",
+            "-t",
+            "txn",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%p\n",
+            "-X",
+            "isolation.level=read_committed",
+        ],
+        None,
+    );
+    let lines = String::from_utf8_lossy(&read).lines().count();
+    assert_eq!(
+        lines, 6000,
+        "every committed record is READ_COMMITTED-visible"
+    );
+}
