@@ -62,7 +62,7 @@ const KAFKA_3_9: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
-    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::WriteTxnMarkers, 0, 1),
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),

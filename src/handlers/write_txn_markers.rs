@@ -2,9 +2,6 @@
 //! KIP-664) ends a producer's transaction on partitions this broker leads
 //! (KafkaApis.handleWriteTxnMarkersRequest). ClusterAction or Alter on the cluster; per
 //! partition, UNKNOWN_TOPIC_OR_PARTITION for one that does not exist, else the append's answer.
-//!
-//! Served at version 1 only: the codec has no version 0 (Kafka 4.0 removed it, KIP-896), and
-//! brokers of Kafka 2.4 and later send version 1.
 
 use super::{authorize, errors, Request, Response};
 use crate::protocol::errors::ErrorCode;

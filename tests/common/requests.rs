@@ -115,16 +115,6 @@ pub fn populated(api: ApiKey) -> RequestKind {
                     add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
                         .with_name(topic.clone())
                         .with_partitions(vec![0]),
-                ])
-                .with_transactions(vec![
-                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
-                        .with_transactional_id(TransactionalId(s("fuzzed-txn")))
-                        .with_verify_only(true)
-                        .with_topics(vec![
-                            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
-                                .with_name(topic.clone())
-                                .with_partitions(vec![0]),
-                        ]),
                 ]),
         ),
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
@@ -437,6 +427,18 @@ impl DefaultOf for RequestKind {
             RequestKind::OffsetForLeaderEpoch(_) => {
                 RequestKind::OffsetForLeaderEpoch(Default::default())
             }
+            RequestKind::AddPartitionsToTxn(_) => {
+                RequestKind::AddPartitionsToTxn(Default::default())
+            }
+            RequestKind::AddOffsetsToTxn(_) => RequestKind::AddOffsetsToTxn(Default::default()),
+            RequestKind::EndTxn(_) => RequestKind::EndTxn(Default::default()),
+            RequestKind::TxnOffsetCommit(_) => RequestKind::TxnOffsetCommit(Default::default()),
+            RequestKind::WriteTxnMarkers(_) => RequestKind::WriteTxnMarkers(Default::default()),
+            RequestKind::DescribeProducers(_) => RequestKind::DescribeProducers(Default::default()),
+            RequestKind::DescribeTransactions(_) => {
+                RequestKind::DescribeTransactions(Default::default())
+            }
+            RequestKind::ListTransactions(_) => RequestKind::ListTransactions(Default::default()),
             other => other,
         }
     }

@@ -214,6 +214,7 @@ fn version_ranges_cover_kafka_3_9() {
     check::<DescribeAclsRequest, DescribeAclsResponse>(ApiKey::DescribeAcls, 3, 3);
     check::<CreateAclsRequest, CreateAclsResponse>(ApiKey::CreateAcls, 3, 3);
     check::<DeleteAclsRequest, DeleteAclsResponse>(ApiKey::DeleteAcls, 3, 3);
+    check::<WriteTxnMarkersRequest, WriteTxnMarkersResponse>(ApiKey::WriteTxnMarkers, 1, 1);
 
     // The re-added versions are marked deprecated (Kafka removed them in 4.0).
     let dep = |r: Option<kafka_protocol::protocol::VersionRange>| r.map(|r| (r.min, r.max));
@@ -235,6 +236,10 @@ fn version_ranges_cover_kafka_3_9() {
     assert_eq!(dep(DescribeAclsRequest::DEPRECATED_VERSIONS), Some((0, 0)));
     assert_eq!(dep(CreateAclsRequest::DEPRECATED_VERSIONS), Some((0, 0)));
     assert_eq!(dep(DeleteAclsRequest::DEPRECATED_VERSIONS), Some((0, 0)));
+    assert_eq!(
+        dep(WriteTxnMarkersRequest::DEPRECATED_VERSIONS),
+        Some((0, 0))
+    );
     assert_eq!(dep(ProduceResponse::DEPRECATED_VERSIONS), None);
     assert_eq!(dep(DescribeAclsResponse::DEPRECATED_VERSIONS), None);
     assert_eq!(dep(CreateAclsResponse::DEPRECATED_VERSIONS), None);
@@ -2118,4 +2123,58 @@ fn other_served_apis_keep_kafka_3_9_ranges() {
     for v in 0..=4 {
         assert_eq!(ApiKey::ApiVersions.response_header_version(v), 0);
     }
+}
+
+#[test]
+fn write_txn_markers_v0_bytes() {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    // request v0: Markers [ProducerId int64, ProducerEpoch int16, TransactionResult bool,
+    //   Topics [Name string, PartitionIndexes [int32]], CoordinatorEpoch int32]
+    let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(7))
+        .with_producer_epoch(2)
+        .with_transaction_result(true)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic("t"))
+            .with_partition_indexes(vec![0, 3])])
+        .with_coordinator_epoch(5)]);
+    let v0 = W::new()
+        .arr(1)
+        .i64(7)
+        .i16(2)
+        .bool(true)
+        .arr(1)
+        .str("t")
+        .arr(2)
+        .i32(0)
+        .i32(3)
+        .i32(5)
+        .done();
+    check_wire(&req, 0, &v0);
+    round_trip(&req, 1);
+    // response v0: Markers [ProducerId int64, Topics [Name string,
+    //   Partitions [PartitionIndex int32, ErrorCode int16]]]
+    let resp = WriteTxnMarkersResponse::default().with_markers(vec![WritableTxnMarkerResult::default()
+        .with_producer_id(ProducerId(7))
+        .with_topics(vec![WritableTxnMarkerTopicResult::default()
+            .with_name(topic("t"))
+            .with_partitions(vec![WritableTxnMarkerPartitionResult::default()
+                .with_partition_index(3)
+                .with_error_code(47)])])]);
+    let v0 = W::new()
+        .arr(1)
+        .i64(7)
+        .arr(1)
+        .str("t")
+        .arr(1)
+        .i32(3)
+        .i16(47)
+        .done();
+    check_wire(&resp, 0, &v0);
+    round_trip(&resp, 1);
 }

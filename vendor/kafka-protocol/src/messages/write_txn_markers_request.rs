@@ -17,33 +17,33 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarker {
     /// The current producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub producer_id: super::ProducerId,
 
     /// The current epoch associated with the producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub producer_epoch: i16,
 
     /// The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub transaction_result: bool,
 
     /// Each topic that we want to write transaction marker(s) for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub topics: Vec<WritableTxnMarkerTopic>,
 
     /// Epoch associated with the transaction state partition hosted by this transaction coordinator.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub coordinator_epoch: i32,
 
     /// Other tagged fields
@@ -55,7 +55,7 @@ impl WritableTxnMarker {
     ///
     /// The current producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_producer_id(mut self, value: super::ProducerId) -> Self {
         self.producer_id = value;
         self
@@ -64,7 +64,7 @@ impl WritableTxnMarker {
     ///
     /// The current epoch associated with the producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_producer_epoch(mut self, value: i16) -> Self {
         self.producer_epoch = value;
         self
@@ -73,7 +73,7 @@ impl WritableTxnMarker {
     ///
     /// The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_transaction_result(mut self, value: bool) -> Self {
         self.transaction_result = value;
         self
@@ -82,7 +82,7 @@ impl WritableTxnMarker {
     ///
     /// Each topic that we want to write transaction marker(s) for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_topics(mut self, value: Vec<WritableTxnMarkerTopic>) -> Self {
         self.topics = value;
         self
@@ -91,7 +91,7 @@ impl WritableTxnMarker {
     ///
     /// Epoch associated with the transaction state partition hosted by this transaction coordinator.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_coordinator_epoch(mut self, value: i32) -> Self {
         self.coordinator_epoch = value;
         self
@@ -111,24 +111,30 @@ impl WritableTxnMarker {
 #[cfg(feature = "client")]
 impl Encodable for WritableTxnMarker {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.producer_id)?;
         types::Int16.encode(buf, &self.producer_epoch)?;
         types::Boolean.encode(buf, &self.transaction_result)?;
-        types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
-        types::Int32.encode(buf, &self.coordinator_epoch)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
+        } else {
+            types::Array(types::Struct { version }).encode(buf, &self.topics)?;
         }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        types::Int32.encode(buf, &self.coordinator_epoch)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
@@ -136,18 +142,25 @@ impl Encodable for WritableTxnMarker {
         total_size += types::Int64.compute_size(&self.producer_id)?;
         total_size += types::Int16.compute_size(&self.producer_epoch)?;
         total_size += types::Boolean.compute_size(&self.transaction_result)?;
-        total_size += types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
-        total_size += types::Int32.compute_size(&self.coordinator_epoch)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            total_size +=
+                types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
+        } else {
+            total_size += types::Array(types::Struct { version }).compute_size(&self.topics)?;
         }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        total_size += types::Int32.compute_size(&self.coordinator_epoch)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -155,21 +168,27 @@ impl Encodable for WritableTxnMarker {
 #[cfg(feature = "broker")]
 impl Decodable for WritableTxnMarker {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let producer_id = types::Int64.decode(buf)?;
         let producer_epoch = types::Int16.decode(buf)?;
         let transaction_result = types::Boolean.decode(buf)?;
-        let topics = types::CompactArray(types::Struct { version }).decode(buf)?;
+        let topics = if version >= 1 {
+            types::CompactArray(types::Struct { version }).decode(buf)?
+        } else {
+            types::Array(types::Struct { version }).decode(buf)?
+        };
         let coordinator_epoch = types::Int32.decode(buf)?;
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             producer_id,
@@ -196,22 +215,22 @@ impl Default for WritableTxnMarker {
 }
 
 impl Message for WritableTxnMarker {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 0 });
 }
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarkerTopic {
     /// The topic name.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub name: super::TopicName,
 
     /// The indexes of the partitions to write transaction markers for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub partition_indexes: Vec<i32>,
 
     /// Other tagged fields
@@ -223,7 +242,7 @@ impl WritableTxnMarkerTopic {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_name(mut self, value: super::TopicName) -> Self {
         self.name = value;
         self
@@ -232,7 +251,7 @@ impl WritableTxnMarkerTopic {
     ///
     /// The indexes of the partitions to write transaction markers for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_partition_indexes(mut self, value: Vec<i32>) -> Self {
         self.partition_indexes = value;
         self
@@ -252,37 +271,58 @@ impl WritableTxnMarkerTopic {
 #[cfg(feature = "client")]
 impl Encodable for WritableTxnMarkerTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        types::CompactString.encode(buf, &self.name)?;
-        types::CompactArray(types::Int32).encode(buf, &self.partition_indexes)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            types::CompactString.encode(buf, &self.name)?;
+        } else {
+            types::String.encode(buf, &self.name)?;
         }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        if version >= 1 {
+            types::CompactArray(types::Int32).encode(buf, &self.partition_indexes)?;
+        } else {
+            types::Array(types::Int32).encode(buf, &self.partition_indexes)?;
+        }
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        total_size += types::CompactString.compute_size(&self.name)?;
-        total_size += types::CompactArray(types::Int32).compute_size(&self.partition_indexes)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            total_size += types::CompactString.compute_size(&self.name)?;
+        } else {
+            total_size += types::String.compute_size(&self.name)?;
         }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        if version >= 1 {
+            total_size +=
+                types::CompactArray(types::Int32).compute_size(&self.partition_indexes)?;
+        } else {
+            total_size += types::Array(types::Int32).compute_size(&self.partition_indexes)?;
+        }
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -290,18 +330,28 @@ impl Encodable for WritableTxnMarkerTopic {
 #[cfg(feature = "broker")]
 impl Decodable for WritableTxnMarkerTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        let name = types::CompactString.decode(buf)?;
-        let partition_indexes = types::CompactArray(types::Int32).decode(buf)?;
+        let name = if version >= 1 {
+            types::CompactString.decode(buf)?
+        } else {
+            types::String.decode(buf)?
+        };
+        let partition_indexes = if version >= 1 {
+            types::CompactArray(types::Int32).decode(buf)?
+        } else {
+            types::Array(types::Int32).decode(buf)?
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             name,
@@ -322,17 +372,17 @@ impl Default for WritableTxnMarkerTopic {
 }
 
 impl Message for WritableTxnMarkerTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 0 });
 }
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteTxnMarkersRequest {
     /// The transaction markers to be written.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub markers: Vec<WritableTxnMarker>,
 
     /// Other tagged fields
@@ -344,7 +394,7 @@ impl WriteTxnMarkersRequest {
     ///
     /// The transaction markers to be written.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_markers(mut self, value: Vec<WritableTxnMarker>) -> Self {
         self.markers = value;
         self
@@ -364,35 +414,48 @@ impl WriteTxnMarkersRequest {
 #[cfg(feature = "client")]
 impl Encodable for WriteTxnMarkersRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
+        } else {
+            types::Array(types::Struct { version }).encode(buf, &self.markers)?;
         }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        total_size += types::CompactArray(types::Struct { version }).compute_size(&self.markers)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            total_size +=
+                types::CompactArray(types::Struct { version }).compute_size(&self.markers)?;
+        } else {
+            total_size += types::Array(types::Struct { version }).compute_size(&self.markers)?;
         }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -400,17 +463,23 @@ impl Encodable for WriteTxnMarkersRequest {
 #[cfg(feature = "broker")]
 impl Decodable for WriteTxnMarkersRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        let markers = types::CompactArray(types::Struct { version }).decode(buf)?;
+        let markers = if version >= 1 {
+            types::CompactArray(types::Struct { version }).decode(buf)?
+        } else {
+            types::Array(types::Struct { version }).decode(buf)?
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             markers,
@@ -429,12 +498,16 @@ impl Default for WriteTxnMarkersRequest {
 }
 
 impl Message for WriteTxnMarkersRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+    const DEPRECATED_VERSIONS: Option<VersionRange> = Some(VersionRange { min: 0, max: 0 });
 }
 
 impl HeaderVersion for WriteTxnMarkersRequest {
     fn header_version(version: i16) -> i16 {
-        2
+        if version >= 1 {
+            2
+        } else {
+            1
+        }
     }
 }

@@ -17,18 +17,18 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarkerPartitionResult {
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub partition_index: i32,
 
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub error_code: i16,
 
     /// Other tagged fields
@@ -40,7 +40,7 @@ impl WritableTxnMarkerPartitionResult {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -49,7 +49,7 @@ impl WritableTxnMarkerPartitionResult {
     ///
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -69,37 +69,41 @@ impl WritableTxnMarkerPartitionResult {
 #[cfg(feature = "broker")]
 impl Encodable for WritableTxnMarkerPartitionResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
         types::Int16.encode(buf, &self.error_code)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
-        }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
         total_size += types::Int32.compute_size(&self.partition_index)?;
         total_size += types::Int16.compute_size(&self.error_code)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
-        }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -107,18 +111,20 @@ impl Encodable for WritableTxnMarkerPartitionResult {
 #[cfg(feature = "client")]
 impl Decodable for WritableTxnMarkerPartitionResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
         let error_code = types::Int16.decode(buf)?;
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             partition_index,
@@ -139,22 +145,22 @@ impl Default for WritableTxnMarkerPartitionResult {
 }
 
 impl Message for WritableTxnMarkerPartitionResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarkerResult {
     /// The current producer ID in use by the transactional ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub producer_id: super::ProducerId,
 
     /// The results by topic.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub topics: Vec<WritableTxnMarkerTopicResult>,
 
     /// Other tagged fields
@@ -166,7 +172,7 @@ impl WritableTxnMarkerResult {
     ///
     /// The current producer ID in use by the transactional ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_producer_id(mut self, value: super::ProducerId) -> Self {
         self.producer_id = value;
         self
@@ -175,7 +181,7 @@ impl WritableTxnMarkerResult {
     ///
     /// The results by topic.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_topics(mut self, value: Vec<WritableTxnMarkerTopicResult>) -> Self {
         self.topics = value;
         self
@@ -195,37 +201,50 @@ impl WritableTxnMarkerResult {
 #[cfg(feature = "broker")]
 impl Encodable for WritableTxnMarkerResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.producer_id)?;
-        types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
+        } else {
+            types::Array(types::Struct { version }).encode(buf, &self.topics)?;
         }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
         total_size += types::Int64.compute_size(&self.producer_id)?;
-        total_size += types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            total_size +=
+                types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
+        } else {
+            total_size += types::Array(types::Struct { version }).compute_size(&self.topics)?;
         }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -233,18 +252,24 @@ impl Encodable for WritableTxnMarkerResult {
 #[cfg(feature = "client")]
 impl Decodable for WritableTxnMarkerResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let producer_id = types::Int64.decode(buf)?;
-        let topics = types::CompactArray(types::Struct { version }).decode(buf)?;
+        let topics = if version >= 1 {
+            types::CompactArray(types::Struct { version }).decode(buf)?
+        } else {
+            types::Array(types::Struct { version }).decode(buf)?
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             producer_id,
@@ -265,22 +290,22 @@ impl Default for WritableTxnMarkerResult {
 }
 
 impl Message for WritableTxnMarkerResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarkerTopicResult {
     /// The topic name.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub name: super::TopicName,
 
     /// The results by partition.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub partitions: Vec<WritableTxnMarkerPartitionResult>,
 
     /// Other tagged fields
@@ -292,7 +317,7 @@ impl WritableTxnMarkerTopicResult {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_name(mut self, value: super::TopicName) -> Self {
         self.name = value;
         self
@@ -301,7 +326,7 @@ impl WritableTxnMarkerTopicResult {
     ///
     /// The results by partition.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_partitions(mut self, value: Vec<WritableTxnMarkerPartitionResult>) -> Self {
         self.partitions = value;
         self
@@ -321,38 +346,58 @@ impl WritableTxnMarkerTopicResult {
 #[cfg(feature = "broker")]
 impl Encodable for WritableTxnMarkerTopicResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        types::CompactString.encode(buf, &self.name)?;
-        types::CompactArray(types::Struct { version }).encode(buf, &self.partitions)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            types::CompactString.encode(buf, &self.name)?;
+        } else {
+            types::String.encode(buf, &self.name)?;
         }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        if version >= 1 {
+            types::CompactArray(types::Struct { version }).encode(buf, &self.partitions)?;
+        } else {
+            types::Array(types::Struct { version }).encode(buf, &self.partitions)?;
+        }
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        total_size += types::CompactString.compute_size(&self.name)?;
-        total_size +=
-            types::CompactArray(types::Struct { version }).compute_size(&self.partitions)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            total_size += types::CompactString.compute_size(&self.name)?;
+        } else {
+            total_size += types::String.compute_size(&self.name)?;
         }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        if version >= 1 {
+            total_size +=
+                types::CompactArray(types::Struct { version }).compute_size(&self.partitions)?;
+        } else {
+            total_size += types::Array(types::Struct { version }).compute_size(&self.partitions)?;
+        }
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -360,18 +405,28 @@ impl Encodable for WritableTxnMarkerTopicResult {
 #[cfg(feature = "client")]
 impl Decodable for WritableTxnMarkerTopicResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        let name = types::CompactString.decode(buf)?;
-        let partitions = types::CompactArray(types::Struct { version }).decode(buf)?;
+        let name = if version >= 1 {
+            types::CompactString.decode(buf)?
+        } else {
+            types::String.decode(buf)?
+        };
+        let partitions = if version >= 1 {
+            types::CompactArray(types::Struct { version }).decode(buf)?
+        } else {
+            types::Array(types::Struct { version }).decode(buf)?
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             name,
@@ -392,17 +447,17 @@ impl Default for WritableTxnMarkerTopicResult {
 }
 
 impl Message for WritableTxnMarkerTopicResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteTxnMarkersResponse {
     /// The results for writing makers.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub markers: Vec<WritableTxnMarkerResult>,
 
     /// Other tagged fields
@@ -414,7 +469,7 @@ impl WriteTxnMarkersResponse {
     ///
     /// The results for writing makers.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 0-1
     pub fn with_markers(mut self, value: Vec<WritableTxnMarkerResult>) -> Self {
         self.markers = value;
         self
@@ -434,35 +489,48 @@ impl WriteTxnMarkersResponse {
 #[cfg(feature = "broker")]
 impl Encodable for WriteTxnMarkersResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
+        } else {
+            types::Array(types::Struct { version }).encode(buf, &self.markers)?;
         }
-        types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            types::UnsignedVarInt.encode(buf, num_tagged_fields as u32)?;
 
-        write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+            write_unknown_tagged_fields(buf, 0.., &self.unknown_tagged_fields)?;
+        }
         Ok(())
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        total_size += types::CompactArray(types::Struct { version }).compute_size(&self.markers)?;
-        let num_tagged_fields = self.unknown_tagged_fields.len();
-        if num_tagged_fields > std::u32::MAX as usize {
-            bail!(
-                "Too many tagged fields to encode ({} fields)",
-                num_tagged_fields
-            );
+        if version >= 1 {
+            total_size +=
+                types::CompactArray(types::Struct { version }).compute_size(&self.markers)?;
+        } else {
+            total_size += types::Array(types::Struct { version }).compute_size(&self.markers)?;
         }
-        total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
+        if version >= 1 {
+            let num_tagged_fields = self.unknown_tagged_fields.len();
+            if num_tagged_fields > std::u32::MAX as usize {
+                bail!(
+                    "Too many tagged fields to encode ({} fields)",
+                    num_tagged_fields
+                );
+            }
+            total_size += types::UnsignedVarInt.compute_size(num_tagged_fields as u32)?;
 
-        total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+            total_size += compute_unknown_tagged_fields_size(&self.unknown_tagged_fields)?;
+        }
         Ok(total_size)
     }
 }
@@ -470,17 +538,23 @@ impl Encodable for WriteTxnMarkersResponse {
 #[cfg(feature = "client")]
 impl Decodable for WriteTxnMarkersResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
-        let markers = types::CompactArray(types::Struct { version }).decode(buf)?;
+        let markers = if version >= 1 {
+            types::CompactArray(types::Struct { version }).decode(buf)?
+        } else {
+            types::Array(types::Struct { version }).decode(buf)?
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
-        for _ in 0..num_tagged_fields {
-            let tag: u32 = types::UnsignedVarInt.decode(buf)?;
-            let size: u32 = types::UnsignedVarInt.decode(buf)?;
-            let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+        if version >= 1 {
+            let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+            for _ in 0..num_tagged_fields {
+                let tag: u32 = types::UnsignedVarInt.decode(buf)?;
+                let size: u32 = types::UnsignedVarInt.decode(buf)?;
+                let unknown_value = buf.try_get_bytes(size as usize)?;
+                unknown_tagged_fields.insert(tag as i32, unknown_value);
+            }
         }
         Ok(Self {
             markers,
@@ -499,12 +573,16 @@ impl Default for WriteTxnMarkersResponse {
 }
 
 impl Message for WriteTxnMarkersResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
 impl HeaderVersion for WriteTxnMarkersResponse {
     fn header_version(version: i16) -> i16 {
-        1
+        if version >= 1 {
+            1
+        } else {
+            0
+        }
     }
 }
