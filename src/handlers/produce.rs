@@ -15,7 +15,7 @@ use crate::protocol::errors::ErrorCode;
 use crate::security::acl::Operation;
 use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::Conversion;
-use crate::shard::routing::on_partition;
+use crate::shard::routing::on_shard;
 use crate::shard::Shard;
 use bytes::Bytes;
 use ferrite_shards::batch::legacy::{self, up::up_convert};
@@ -221,80 +221,137 @@ async fn append(shard: &Shard, at: AppendAt<'_>, records: Bytes) -> Outcome {
         index,
         acks,
         timeout,
+        version,
         ..
     } = at;
-    let guard = verified(shard, &at, &records).await?;
     let required = required_isr(shard, topic);
-    let outcome = on_partition(shard, topic, index, move |part| {
-        Box::pin(async move {
-            let epoch = part.leader_epoch();
-            let info = part
-                .produce_verified(&records, guard)
+    let txn = produce_checks::transactional_producer(&records)
+        .filter(|&(pid, _)| pid >= 0)
+        .zip(at.transactional_id.map(str::to_string));
+    let verification = shard.config.broker.transactions.verification;
+    let owner = {
+        let metadata = shard.metadata();
+        match metadata.partition(topic, index) {
+            Some(info) if shard.leads(info) => info.shard,
+            Some(_) => return Err(code_failure(ErrorCode::NOT_LEADER_OR_FOLLOWER)),
+            None => return Err(code_failure(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)),
+        }
+    };
+    let topic = topic.to_string();
+    let outcome = on_shard(shard, owner, move |s| async move {
+        let Some(part) = s.partition(&topic, index) else {
+            return Err(code_failure(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
+        };
+        let epoch = part.leader_epoch();
+        let info = match txn {
+            None => part
+                .produce(&records)
                 .await
-                .map_err(|e| append_failure(&e, &part))?;
-            if acks == -1 {
-                committed(&part, &info, epoch, required, timeout).await?;
+                .map_err(|e| append_failure(&e, &part))?,
+            Some(((pid, producer_epoch), id)) => {
+                let txn = InTxn {
+                    id,
+                    pid,
+                    producer_epoch,
+                    topic,
+                    version,
+                    verification,
+                };
+                in_turn(s, part.clone(), records, txn).await?
             }
-            Ok(info)
-        })
+        };
+        if acks == -1 {
+            committed(&part, &info, epoch, required, timeout).await?;
+        }
+        Ok(info)
     })
     .await;
-    match outcome {
-        Ok(r) => r,
-        Err(code) => Err(Failure {
-            code,
-            log_start_offset: -1,
-            ..Failure::default()
-        }),
+    outcome.unwrap_or_else(|| Err(code_failure(ErrorCode::NOT_LEADER_OR_FOLLOWER)))
+}
+
+fn code_failure(code: ErrorCode) -> Failure {
+    Failure {
+        code,
+        log_start_offset: -1,
+        ..Failure::default()
     }
 }
 
-/// KIP-890: for transactional records whose producer has no transaction open in the partition,
-/// a verification guard taken on the owner, then the coordinator's word that the partition is
-/// in the transaction. `None` when no verification is needed (or it is disabled by
-/// `transaction.partition.verification.enable=false`: the log's checks still apply, and a batch
-/// of a producer with no open transaction is then let in as in Kafka).
-async fn verified(
-    shard: &Shard,
-    at: &AppendAt<'_>,
-    records: &Bytes,
-) -> Result<Option<u64>, Failure> {
-    let Some((pid, epoch)) = produce_checks::transactional_producer(records) else {
-        return Ok(None);
-    };
-    let Some(id) = at.transactional_id.filter(|_| pid >= 0) else {
-        return Ok(None);
-    };
-    let verification = shard.config.broker.transactions.verification;
-    let guard = on_partition(shard, at.topic, at.index, move |part| {
-        Box::pin(async move {
-            if verification {
-                part.needs_verification(pid)
-                    .then(|| part.start_verification(pid))
-            } else {
-                Some(part.start_verification(pid))
-            }
-        })
-    })
-    .await
-    .map_err(|code| Failure::from((code, format!("{}-{}", at.topic, at.index))))?;
-    let Some(guard) = guard else {
-        return Ok(None);
-    };
-    if verification {
-        crate::transactions::verify_for_produce(shard, id, pid, epoch, at.topic, at.index, at.version)
+/// A transactional append's producer and where it goes.
+struct InTxn {
+    id: String,
+    pid: i64,
+    producer_epoch: i16,
+    topic: String,
+    version: i16,
+    verification: bool,
+}
+
+/// KIP-890 for transactional records whose producer has no transaction open in the partition:
+/// a verification guard, the coordinator's word that the partition is in the transaction,
+/// then the append. The producer's later requests wait their turn behind it (see
+/// `Partition::take_turn`), and the whole runs in its own task, so a client that goes away
+/// cannot leave the turn taken. With `transaction.partition.verification.enable=false` the
+/// coordinator is not asked, and a batch of a producer with no open transaction is let in as
+/// in Kafka (the log's checks still apply).
+async fn in_turn(
+    shard: std::rc::Rc<Shard>,
+    part: std::rc::Rc<Partition>,
+    records: Bytes,
+    txn: InTxn,
+) -> Outcome {
+    let pid = txn.pid;
+    let Some(turn) = part.take_turn(pid) else {
+        return part
+            .produce_verified(&records, None)
             .await
-            .map_err(|code| {
-                Failure::from((
-                    code,
-                    format!(
-                        "{}-{} is not in the ongoing transaction of {id} (producer {pid}, epoch {epoch})",
-                        at.topic, at.index
-                    ),
-                ))
-            })?;
-    }
-    Ok(Some(guard))
+            .map_err(|e| append_failure(&e, &part));
+    };
+    let guard = if txn.verification {
+        part.needs_verification(pid)
+            .then(|| part.start_verification(pid))
+    } else {
+        Some(part.start_verification(pid))
+    };
+    let (done, result) = futures::channel::oneshot::channel();
+    glommio::spawn_local(async move {
+        let index = part.index();
+        let verified = match guard {
+            Some(_) if txn.verification => {
+                crate::transactions::verify_for_produce(
+                    &shard,
+                    &txn.id,
+                    pid,
+                    txn.producer_epoch,
+                    &txn.topic,
+                    index,
+                    txn.version,
+                )
+                .await
+            }
+            _ => Ok(()),
+        };
+        part.wait_turn(pid, turn).await;
+        let outcome = match verified {
+            Ok(()) => part
+                .produce_verified(&records, guard)
+                .await
+                .map_err(|e| append_failure(&e, &part)),
+            Err(code) => Err(Failure::from((
+                code,
+                format!(
+                    "{}-{index} is not in the ongoing transaction of {} (producer {pid}, epoch {})",
+                    txn.topic, txn.id, txn.producer_epoch
+                ),
+            ))),
+        };
+        part.end_turn(pid);
+        let _ = done.send(outcome);
+    })
+    .detach();
+    result
+        .await
+        .unwrap_or_else(|_| Err(code_failure(ErrorCode::NOT_LEADER_OR_FOLLOWER)))
 }
 
 /// Kafka reports the real log start offset with every refusal except the few it treats as

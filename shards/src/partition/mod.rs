@@ -45,6 +45,28 @@ pub struct Partition {
     role_known: Cell<bool>,
     /// Wakes followers' long-polling fetches when the log end moves.
     log_grew: Notify,
+    /// Per producer, the turns of its transactional appends while one of them is being
+    /// verified (see [`Partition::take_turn`]).
+    turns: RefCell<std::collections::HashMap<i64, Turns>>,
+}
+
+/// A producer's appends in the order they reached the partition: a verification (an await
+/// on the coordinator) must not let a later request of the same producer overtake an earlier
+/// one, or its sequence would look out of order.
+struct Turns {
+    next: u64,
+    serving: u64,
+    turn: Rc<Notify>,
+}
+
+impl Default for Turns {
+    fn default() -> Turns {
+        Turns {
+            next: 0,
+            serving: 0,
+            turn: Rc::new(Notify::new()),
+        }
+    }
 }
 
 impl Partition {
@@ -76,6 +98,7 @@ impl Partition {
             replication,
             role_known: Cell::new(false),
             log_grew: Notify::new(),
+            turns: RefCell::new(std::collections::HashMap::new()),
         }))
     }
 
@@ -144,6 +167,49 @@ impl Partition {
         self.producers
             .borrow_mut()
             .start_verification(producer_id, now_ms())
+    }
+
+    /// A place in line for a transactional append of `producer_id` that must be verified, or
+    /// that comes while an earlier one of the producer is: `None` when neither (the append may
+    /// go at once). Every turn taken must be ended with [`end_turn`] once its append is done
+    /// (or refused), after waiting for it with [`wait_turn`].
+    ///
+    /// [`end_turn`]: Partition::end_turn
+    /// [`wait_turn`]: Partition::wait_turn
+    pub fn take_turn(&self, producer_id: i64) -> Option<u64> {
+        let mut turns = self.turns.borrow_mut();
+        if !turns.contains_key(&producer_id) && !self.needs_verification(producer_id) {
+            return None;
+        }
+        let t = turns.entry(producer_id).or_default();
+        t.next += 1;
+        Some(t.next - 1)
+    }
+
+    /// Waits until every earlier turn of the producer has ended.
+    pub async fn wait_turn(&self, producer_id: i64, turn: u64) {
+        loop {
+            let (notify, seen) = {
+                let turns = self.turns.borrow();
+                match turns.get(&producer_id) {
+                    Some(t) if t.serving < turn => (t.turn.clone(), t.turn.generation()),
+                    _ => return,
+                }
+            };
+            notify.wait_past(seen).await;
+        }
+    }
+
+    /// Ends the producer's current turn; the next one may go.
+    pub fn end_turn(&self, producer_id: i64) {
+        let mut turns = self.turns.borrow_mut();
+        if let Some(t) = turns.get_mut(&producer_id) {
+            t.serving += 1;
+            t.turn.notify_all();
+            if t.serving >= t.next {
+                turns.remove(&producer_id);
+            }
+        }
     }
 
     /// `produce`, for a record set whose transactional batches were verified under `guard`.

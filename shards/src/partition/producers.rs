@@ -259,11 +259,17 @@ impl ProducerTable {
         !self.producers.get(&producer_id).is_some_and(|e| e.txn_open)
     }
 
-    /// A new verification guard for the producer, replacing any earlier one.
+    /// The producer's verification guard: the one already handed out if there is one (several
+    /// of its requests may be verified at once, as Kafka's `maybeCreateVerificationStateEntry`
+    /// shares one entry), else a new one.
     pub fn start_verification(&mut self, producer_id: i64, now_ms: i64) -> u64 {
-        self.next_guard += 1;
-        self.guards.insert(producer_id, (self.next_guard, now_ms));
-        self.next_guard
+        let next = self.next_guard + 1;
+        let guard = self.guards.entry(producer_id).or_insert((next, now_ms));
+        guard.1 = now_ms;
+        if guard.0 == next {
+            self.next_guard = next;
+        }
+        guard.0
     }
 
     /// Kafka's transaction checks of a data batch (`ProducerAppendInfo.appendDataBatch` and the

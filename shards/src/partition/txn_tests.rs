@@ -149,8 +149,7 @@ fn markers_move_the_last_stable_offset_and_index_the_aborted() {
                 Err(Error::InvalidProducerEpoch { current: 1, .. })
             ));
 
-            // A guard is void once the producer appended anything (here a marker), or once a
-            // newer guard replaced it.
+            // A guard is void once the producer appended anything (here a marker).
             let guard = p.start_verification(3);
             p.append_marker(3, 0, marker(Marker::Abort, 5))
                 .await
@@ -159,10 +158,11 @@ fn markers_move_the_last_stable_offset_and_index_the_aborted() {
                 p.produce_verified(&batch(3, 0, 0, 1, true), Some(guard))
                     .await
             ));
-            let old = p.start_verification(3);
-            let _new = p.start_verification(3);
+            // Requests verified at once share the producer's guard; any other value fails.
+            let first = p.start_verification(3);
+            assert_eq!(p.start_verification(3), first, "one guard per producer at a time");
             assert!(invalid_txn_state(
-                p.produce_verified(&batch(3, 0, 0, 1, true), Some(old))
+                p.produce_verified(&batch(3, 0, 0, 1, true), Some(first + 100))
                     .await
             ));
             let end = p.log().log_end_offset();
