@@ -160,7 +160,11 @@ fn markers_move_the_last_stable_offset_and_index_the_aborted() {
             ));
             // Requests verified at once share the producer's guard; any other value fails.
             let first = p.start_verification(3);
-            assert_eq!(p.start_verification(3), first, "one guard per producer at a time");
+            assert_eq!(
+                p.start_verification(3),
+                first,
+                "one guard per producer at a time"
+            );
             assert!(invalid_txn_state(
                 p.produce_verified(&batch(3, 0, 0, 1, true), Some(first + 100))
                     .await
