@@ -7,11 +7,8 @@ use crate::metadata::CONSUMER_OFFSETS_TOPIC;
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::Operation;
 use crate::shard::Shard;
-use crate::transactions::{fenced_code_for, on_txn_coordinator};
+use crate::transactions::{fenced_code_for, txn_coordinator_code, TXN_APIS_FENCED_FROM};
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
-
-/// PRODUCER_FENCED is answered from this version; INVALID_PRODUCER_EPOCH before.
-const PRODUCER_FENCED_FROM: i16 = 2;
 
 pub async fn handle(shard: &Shard, req: &Request, body: AddOffsetsToTxnRequest) -> Response {
     let id = body.transactional_id.to_string();
@@ -21,12 +18,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: AddOffsetsToTxnRequest) 
     } else if !authorize::group(shard, req, Operation::Read, &group) {
         ErrorCode::GROUP_AUTHORIZATION_FAILED
     } else {
-        add(shard, &id, &group, body.producer_id.0, body.producer_epoch)
-            .await
-            .err()
-            .unwrap_or(ErrorCode::NONE)
+        add(shard, &id, &group, body.producer_id.0, body.producer_epoch).await
     };
-    let code = fenced_code_for(code, req.version, PRODUCER_FENCED_FROM);
+    let code = fenced_code_for(code, req.version, TXN_APIS_FENCED_FROM);
     errors::refused(
         shard,
         ApiKey::AddOffsetsToTxn,
@@ -39,15 +33,17 @@ pub async fn handle(shard: &Shard, req: &Request, body: AddOffsetsToTxnRequest) 
     )
 }
 
-async fn add(shard: &Shard, id: &str, group: &str, pid: i64, epoch: i16) -> Result<(), ErrorCode> {
-    crate::groups::ensure_offsets_topic(shard).await?;
+async fn add(shard: &Shard, id: &str, group: &str, pid: i64, epoch: i16) -> ErrorCode {
+    if let Err(code) = crate::groups::ensure_offsets_topic(shard).await {
+        return code;
+    }
     let partitions = shard
         .metadata()
         .topic(CONSUMER_OFFSETS_TOPIC)
         .map_or(1, |t| t.partitions.len() as i32);
     let partition = crate::groups::records::coordinator_partition(group, partitions);
     let key = id.to_string();
-    on_txn_coordinator(shard, id, move |c| {
+    txn_coordinator_code(shard, id, move |c| {
         Box::pin(async move {
             c.add_partitions(
                 &key,
@@ -59,5 +55,4 @@ async fn add(shard: &Shard, id: &str, group: &str, pid: i64, epoch: i16) -> Resu
         })
     })
     .await
-    .and_then(|r| r)
 }

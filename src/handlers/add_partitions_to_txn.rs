@@ -12,7 +12,9 @@ use super::{authorize, errors, Request, Response};
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::Operation;
 use crate::shard::Shard;
-use crate::transactions::{fenced_code_for, on_txn_coordinator};
+use crate::transactions::{
+    fenced_code_for, on_txn_coordinator, txn_coordinator_code, TXN_APIS_FENCED_FROM,
+};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -23,8 +25,6 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, TopicName,
 };
 
-/// PRODUCER_FENCED is answered from this version; INVALID_PRODUCER_EPOCH before.
-const PRODUCER_FENCED_FROM: i16 = 2;
 /// The batched, broker-only form starts here.
 const BATCHED_FROM: i16 = 4;
 
@@ -140,14 +140,11 @@ async fn add(
     }
     let (pid, epoch) = (txn.producer_id.0, txn.producer_epoch);
     let key = id.clone();
-    let code = on_txn_coordinator(shard, &id, move |c| {
+    let code = txn_coordinator_code(shard, &id, move |c| {
         Box::pin(async move { c.add_partitions(&key, pid, epoch, partitions).await })
     })
-    .await
-    .and_then(|r| r)
-    .err()
-    .unwrap_or(ErrorCode::NONE);
-    let code = fenced_code_for(code, version, PRODUCER_FENCED_FROM);
+    .await;
+    let code = fenced_code_for(code, version, TXN_APIS_FENCED_FROM);
     errors::refused(
         shard,
         ApiKey::AddPartitionsToTxn,

@@ -5,11 +5,8 @@ use super::{authorize, errors, Request, Response};
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::Operation;
 use crate::shard::Shard;
-use crate::transactions::{fenced_code_for, on_txn_coordinator};
+use crate::transactions::{fenced_code_for, txn_coordinator_code, TXN_APIS_FENCED_FROM};
 use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse};
-
-/// PRODUCER_FENCED is answered from this version; INVALID_PRODUCER_EPOCH before.
-const PRODUCER_FENCED_FROM: i16 = 2;
 
 pub async fn handle(shard: &Shard, req: &Request, body: EndTxnRequest) -> Response {
     let id = body.transactional_id.to_string();
@@ -20,15 +17,12 @@ pub async fn handle(shard: &Shard, req: &Request, body: EndTxnRequest) -> Respon
     } else {
         let (pid, epoch, commit) = (body.producer_id.0, body.producer_epoch, body.committed);
         let key = id.clone();
-        on_txn_coordinator(shard, &id, move |c| {
+        txn_coordinator_code(shard, &id, move |c| {
             Box::pin(async move { c.end_transaction(&key, pid, epoch, commit).await })
         })
         .await
-        .and_then(|r| r)
-        .err()
-        .unwrap_or(ErrorCode::NONE)
     };
-    let code = fenced_code_for(code, req.version, PRODUCER_FENCED_FROM);
+    let code = fenced_code_for(code, req.version, TXN_APIS_FENCED_FROM);
     errors::refused(
         shard,
         ApiKey::EndTxn,

@@ -14,6 +14,7 @@ pub mod state;
 
 pub use coordinator::{
     fenced_code_for, is_state_name, InitArgs, ListedTxn, TxnConfig, TxnCoordinator,
+    TXN_APIS_FENCED_FROM,
 };
 
 use crate::controller::{self, NewTopic, TopicError};
@@ -166,6 +167,20 @@ where
     })
     .await
     .unwrap_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE))
+}
+
+/// `on_txn_coordinator` for a call answered by an error code alone (NONE on success).
+pub async fn txn_coordinator_code<F>(shard: &Shard, transactional_id: &str, f: F) -> ErrorCode
+where
+    F: FnOnce(Rc<TxnCoordinator>) -> LocalBoxFuture<'static, Result<(), ErrorCode>>
+        + Send
+        + 'static,
+{
+    on_txn_coordinator(shard, transactional_id, f)
+        .await
+        .and_then(|r| r)
+        .err()
+        .unwrap_or(ErrorCode::NONE)
 }
 
 /// KIP-890 for the produce path: whether `topic`-`partition` is in the producer's ongoing

@@ -136,6 +136,10 @@ impl TxnCoordinator {
     }
 }
 
+/// The version from which AddPartitionsToTxn, AddOffsetsToTxn and EndTxn answer
+/// PRODUCER_FENCED (InitProducerId: 4).
+pub const TXN_APIS_FENCED_FROM: i16 = 2;
+
 /// Kafka answers InitProducerId before v4 and the other transaction APIs before v2 with
 /// INVALID_PRODUCER_EPOCH where later versions get PRODUCER_FENCED.
 pub fn fenced_code_for(code: ErrorCode, version: i16, fenced_from: i16) -> ErrorCode {
