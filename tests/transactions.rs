@@ -154,3 +154,24 @@ fn consume_transform_produce_stays_exactly_once_through_kill_9() {
     }
     eos.finish_exactly_once();
 }
+
+/// A transactional id unused for `transactional.id.expiration.ms` is removed by the coordinator
+/// (a tombstone in `__transaction_state`): DescribeTransactions then answers
+/// TRANSACTIONAL_ID_NOT_FOUND and ListTransactions leaves it out.
+#[test]
+fn an_idle_transactional_id_expires() {
+    let broker = Broker::start(&[
+        "--set",
+        "transactional.id.expiration.ms=3000",
+        "--set",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+        "--set",
+        "transaction.remove.expired.transaction.cleanup.interval.ms=400",
+    ]);
+    let out = python("kafka_python_txn_expiry.py", &[&broker.addr, "8"]);
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+    assert_eq!(json["before"], "TransactionState.COMPLETE_COMMIT", "{json}");
+    assert_eq!(json["listed_before"], serde_json::json!(["expiring"]));
+    assert_eq!(json["after"], "TransactionalIdNotFoundError", "{json}");
+    assert_eq!(json["listed_after"], serde_json::json!([]));
+}
