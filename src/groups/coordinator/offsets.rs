@@ -2,13 +2,19 @@
 
 use super::*;
 
+/// The records of an offset commit (plain or transactional) and, per offset, whether it is
+/// taken: an unknown partition or metadata over `offset.metadata.max.bytes` is refused.
+pub(super) struct OffsetRecords {
+    /// One code per offset, in order; NONE for those with a record.
+    pub codes: Vec<ErrorCode>,
+    pub records: Vec<(Bytes, Option<Bytes>)>,
+    /// (index in the commit, partition, value) of each record.
+    pub accepted: Vec<(usize, (String, i32), OffsetValue)>,
+}
+
 impl Coordinator {
-    /// Commits offsets; one code per offset, in order.
-    pub async fn commit(self: &Rc<Self>, partition: i32, a: CommitArgs) -> Vec<ErrorCode> {
-        let Some(host) = self.host() else {
-            return vec![ErrorCode::NOT_COORDINATOR; a.offsets.len()];
-        };
-        let mut codes_out: Vec<ErrorCode> = a
+    pub(super) fn offset_records(&self, host: &dyn GroupHost, a: &CommitArgs) -> OffsetRecords {
+        let codes: Vec<ErrorCode> = a
             .offsets
             .iter()
             .map(|o| {
@@ -25,6 +31,39 @@ impl Coordinator {
                 }
             })
             .collect();
+        let now = now_ms();
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (i, o) in a.offsets.iter().enumerate() {
+            if codes[i] != ErrorCode::NONE {
+                continue;
+            }
+            let value = OffsetValue {
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata: o.metadata.clone().unwrap_or_default(),
+                commit_timestamp_ms: now,
+            };
+            let key = Key::Offset {
+                group: a.group_id.clone(),
+                topic: o.topic.clone(),
+                partition: o.partition,
+            };
+            records.push((key.encode(), Some(value.encode())));
+            accepted.push((i, (o.topic.clone(), o.partition), value));
+        }
+        OffsetRecords {
+            codes,
+            records,
+            accepted,
+        }
+    }
+
+    /// Commits offsets; one code per offset, in order.
+    pub async fn commit(self: &Rc<Self>, partition: i32, a: CommitArgs) -> Vec<ErrorCode> {
+        let Some(host) = self.host() else {
+            return vec![ErrorCode::NOT_COORDINATOR; a.offsets.len()];
+        };
         let group = if a.generation < 0 && a.member_id.is_empty() {
             let g = self.group_or_create(&a.group_id);
             if !g.borrow().members.is_empty() {
@@ -51,27 +90,11 @@ impl Coordinator {
             }
             g
         };
-        let now = now_ms();
-        let mut records = Vec::new();
-        let mut accepted = Vec::new();
-        for (i, o) in a.offsets.iter().enumerate() {
-            if codes_out[i] != ErrorCode::NONE {
-                continue;
-            }
-            let value = OffsetValue {
-                offset: o.offset,
-                leader_epoch: o.leader_epoch,
-                metadata: o.metadata.clone().unwrap_or_default(),
-                commit_timestamp_ms: now,
-            };
-            let key = Key::Offset {
-                group: a.group_id.clone(),
-                topic: o.topic.clone(),
-                partition: o.partition,
-            };
-            records.push((key.encode(), Some(value.encode())));
-            accepted.push((i, (o.topic.clone(), o.partition), value));
-        }
+        let OffsetRecords {
+            codes: mut codes_out,
+            records,
+            accepted,
+        } = self.offset_records(host.as_ref(), &a);
         if records.is_empty() {
             return codes_out;
         }

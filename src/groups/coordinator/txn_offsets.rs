@@ -37,44 +37,11 @@ impl Coordinator {
                 return vec![code; n];
             }
         }
-        let mut codes: Vec<ErrorCode> = a
-            .offsets
-            .iter()
-            .map(|o| {
-                if !host.has_partition(&o.topic, o.partition) {
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-                } else if o
-                    .metadata
-                    .as_ref()
-                    .is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes)
-                {
-                    ErrorCode::OFFSET_METADATA_TOO_LARGE
-                } else {
-                    ErrorCode::NONE
-                }
-            })
-            .collect();
-        let now = now_ms();
-        let mut records = Vec::new();
-        let mut accepted = Vec::new();
-        for (i, o) in a.offsets.iter().enumerate() {
-            if codes[i] != ErrorCode::NONE {
-                continue;
-            }
-            let value = OffsetValue {
-                offset: o.offset,
-                leader_epoch: o.leader_epoch,
-                metadata: o.metadata.clone().unwrap_or_default(),
-                commit_timestamp_ms: now,
-            };
-            let key = Key::Offset {
-                group: a.group_id.clone(),
-                topic: o.topic.clone(),
-                partition: o.partition,
-            };
-            records.push((key.encode(), Some(value.encode())));
-            accepted.push((i, (o.topic.clone(), o.partition), value));
-        }
+        let super::offsets::OffsetRecords {
+            mut codes,
+            records,
+            accepted,
+        } = self.offset_records(host.as_ref(), a);
         if records.is_empty() {
             return codes;
         }
