@@ -272,19 +272,51 @@ fn a_follower_tracks_transactions_from_what_it_replicates() {
     });
 }
 
-/// Compaction keeps transactional batches and markers as they are, so a cleaned segment
-/// carries its sources' aborted transactions in its own `.txnindex`, which survives a restart;
-/// and it never cleans at or above the last stable offset.
+/// What a log holds, batch by batch: `key=value` per record, or the marker, from the start.
+async fn log_contents(p: &Partition) -> Vec<String> {
+    use crate::batch::build::decode_record_section;
+    use crate::batch::records::record_section;
+    let log = p.log();
+    let (mut at, end) = (log.log_start_offset(), log.log_end_offset());
+    let mut out = Vec::new();
+    while at < end {
+        let r = log.read(at, 1 << 20, end).await.unwrap();
+        let bytes = r.to_bytes().await.unwrap();
+        for b in crate::batch::split_batches(&bytes).unwrap() {
+            let h = crate::batch::validate(&b, usize::MAX, BatchOrigin::Replica).unwrap();
+            if let Some(m) =
+                crate::batch::control::parse_marker(&h, &b[crate::batch::HEADER_BYTES..])
+            {
+                out.push(format!("{:?}({})", m.marker, h.producer_id));
+                continue;
+            }
+            let section = Bytes::from(record_section(&b, 1 << 24).unwrap());
+            for rec in decode_record_section(&h, &section).unwrap() {
+                let text =
+                    |b: Option<Bytes>| String::from_utf8(b.unwrap_or_default().to_vec()).unwrap();
+                out.push(format!("{}={}", text(rec.key), text(rec.value)));
+            }
+        }
+        at = r.next_offset;
+    }
+    out
+}
+
+/// Compaction follows Kafka's rules for transactions: an aborted transaction's batches go (and
+/// never hide the committed value before them), committed transactional records are compacted
+/// like others, a marker goes one pass after its data (with its `.txnindex` entry, which
+/// lasts exactly as long), and nothing at or above the last stable offset is cleaned. What is
+/// left survives a restart.
 #[test]
-fn the_cleaner_carries_aborted_transactions_and_stops_at_the_last_stable_offset() {
+fn the_cleaner_drops_aborted_data_then_its_marker_and_stops_at_the_last_stable_offset() {
     use crate::config::CleanupPolicy;
     use crate::log::{CleanerBudget, IoThrottle};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t-0");
-    let keyed = |pid: i64, seq: i32, key: &str, transactional: bool| {
+    let keyed = |pid: i64, seq: i32, key: &str, value: &str| {
         let records = [NewRecord {
             key: Some(Bytes::from(key.to_string())),
-            value: Some(Bytes::from(format!("{key}-{seq}"))),
+            value: Some(Bytes::from(value.to_string())),
             timestamp_ms: 1,
             ..Default::default()
         }];
@@ -293,7 +325,7 @@ fn the_cleaner_carries_aborted_transactions_and_stops_at_the_last_stable_offset(
             producer_epoch: 0,
             base_sequence: seq,
         };
-        if transactional {
+        if pid >= 0 {
             build_transactional_batch(&records, producer)
         } else {
             build_batch(&records, producer)
@@ -320,54 +352,103 @@ fn the_cleaner_carries_aborted_transactions_and_stops_at_the_last_stable_offset(
         let p = Partition::open(&p2, Arc::from("t"), 0, 0, options())
             .await
             .unwrap();
-        // Producer 1's aborted transaction, then many overwrites of the same key.
-        let guard = p.start_verification(1);
-        p.produce_verified(&keyed(1, 0, "k", true), Some(guard))
-            .await
-            .unwrap();
+        let in_txn = |pid: i64, key: &'static str, value: &'static str| {
+            let p = p.clone();
+            async move {
+                let guard = p.start_verification(pid);
+                p.produce_verified(&keyed(pid, 0, key, value), Some(guard))
+                    .await
+                    .unwrap();
+            }
+        };
+        // "a" committed plainly, then overwritten by producer 1's aborted transaction;
+        // "b" written by producer 3's committed transaction.
+        p.produce(&keyed(-1, -1, "a", "kept")).await.unwrap();
+        in_txn(1, "a", "aborted").await;
         p.append_marker(1, 0, marker(Marker::Abort, 0))
             .await
             .unwrap();
-        for _ in 0..30 {
-            p.produce(&keyed(-1, -1, "k", false)).await.unwrap();
+        in_txn(3, "b", "committed").await;
+        p.append_marker(3, 0, marker(Marker::Commit, 0))
+            .await
+            .unwrap();
+        for i in 0..30 {
+            p.produce(&keyed(-1, -1, "k", &format!("old{i}")))
+                .await
+                .unwrap();
         }
         // Producer 2's transaction stays open: nothing from its first offset on is cleaned.
         let open_at = p.log().log_end_offset();
-        let guard = p.start_verification(2);
-        p.produce_verified(&keyed(2, 0, "k", true), Some(guard))
-            .await
-            .unwrap();
-        for _ in 0..30 {
-            p.produce(&keyed(-1, -1, "k", false)).await.unwrap();
+        in_txn(2, "k", "open").await;
+        for i in 0..30 {
+            p.produce(&keyed(-1, -1, "k", &format!("new{i}")))
+                .await
+                .unwrap();
         }
         p.checkpoint().await.unwrap();
         assert_eq!(p.last_stable_offset(), open_at);
-        let before = p.log().size_bytes();
+        assert_eq!(aborted(&p, 0, open_at), vec![(1, 1)]);
+        // What precedes the overwritten key, once its first versions went.
+        let cleanable = |contents: &[String]| -> Vec<String> {
+            assert!(
+                !contents.contains(&"k=old0".to_string()),
+                "overwritten records went"
+            );
+            contents
+                .iter()
+                .take_while(|r| !r.starts_with("k="))
+                .cloned()
+                .collect()
+        };
+
         let outcome = p.clean(&budget, now_ms()).await.unwrap();
         assert!(outcome.is_some(), "a pass ran");
-        assert!(p.log().size_bytes() < before, "overwritten records went");
+        let contents = log_contents(&p).await;
+        assert_eq!(
+            cleanable(&contents),
+            ["a=kept", "Abort(1)", "b=committed", "Commit(3)"],
+            "the aborted value went and did not hide the committed one; both markers stay \
+             while the pass saw their data"
+        );
         assert_eq!(
             aborted(&p, 0, open_at),
-            vec![(1, 0)],
+            vec![(1, 1)],
             "the abort is still indexed"
         );
-        let kept = p
-            .log()
-            .read(open_at, 1 << 20, p.high_watermark())
-            .await
-            .unwrap();
         assert!(
-            kept.next_offset > open_at,
+            contents.contains(&"k=open".to_string()),
             "the open transaction's batch is there"
         );
+
+        // The next pass (delete.retention.ms = 0): the abort has no data left, so its marker
+        // and index entry go; the commit's data is still there, so its marker stays.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        p.clean(&budget, now_ms())
+            .await
+            .unwrap()
+            .expect("a second pass");
+        assert_eq!(
+            cleanable(&log_contents(&p).await),
+            ["a=kept", "b=committed", "Commit(3)"]
+        );
+        assert_eq!(aborted(&p, 0, open_at), vec![]);
         p.close().await.unwrap();
+
         let p = Partition::open(&p2, Arc::from("t"), 0, 0, options())
             .await
             .unwrap();
-        assert_eq!(aborted(&p, 0, open_at), vec![(1, 0)], "and after a restart");
+        assert_eq!(aborted(&p, 0, open_at), vec![], "and after a restart");
         assert_eq!(p.open_transaction(2), Some(open_at));
+        assert_eq!(
+            cleanable(&log_contents(&p).await),
+            ["a=kept", "b=committed", "Commit(3)"]
+        );
         p.close().await.unwrap();
     });
     let first = path.join("00000000000000000000.txnindex");
-    assert_eq!(std::fs::metadata(first).unwrap().len(), 34);
+    assert_eq!(
+        std::fs::metadata(first).unwrap().len(),
+        0,
+        "the cleaned index is empty"
+    );
 }

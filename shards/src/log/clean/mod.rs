@@ -8,7 +8,8 @@
 //!    segment, until the map's memory budget is spent;
 //! 3. rewrites every segment up to the end of the map, run by run (a run merges neighbours up
 //!    to `segment.bytes`), dropping each record with a newer one under its key and each
-//!    tombstone past its delete horizon (see `state.rs`); offsets never change;
+//!    tombstone past its delete horizon (see `state.rs`), and applying Kafka's rules for
+//!    aborted data and markers (see `transactions.rs`); offsets never change;
 //! 4. swaps each cleaned run in crash-safely (see `swap.rs`) and in memory, where readers
 //!    already holding the old files keep reading them;
 //! 5. records the new first dirty offset.
@@ -27,6 +28,7 @@ mod rewrite;
 pub(crate) mod state;
 pub(crate) mod swap;
 mod throttle;
+mod transactions;
 
 #[cfg(test)]
 mod tests;
@@ -41,6 +43,7 @@ use glommio::sync::Permit;
 use offset_map::OffsetMap;
 use rewrite::{Retention, SourceSegment};
 use std::rc::Rc;
+use transactions::{AbortedRanges, TxnCleaning};
 
 /// What one shard gives its cleaner passes.
 pub struct CleanerBudget {
@@ -67,6 +70,8 @@ struct Plan {
     dirty_from: usize,
     tombstone_horizon: i64,
     dirty_ratio: f64,
+    /// Every aborted transaction that began below `clean_below`, wherever its marker is.
+    aborted: AbortedRanges,
 }
 
 impl super::Log {
@@ -173,11 +178,21 @@ fn plan(inner: &LogInner, clean_below: i64, now_ms: i64) -> Option<Plan> {
     let tombstone_horizon = cleaner.tombstone_horizon(now_ms, config.delete_retention_ms);
     let due = (dirty_bytes > 0 && dirty_ratio >= config.min_cleanable_dirty_ratio)
         || (tombstone_horizon > cleaner.horizon_applied && clean_bytes > 0);
-    due.then_some(Plan {
+    if !due {
+        return None;
+    }
+    let aborted = AbortedRanges::new(
+        st.segments
+            .iter()
+            .flat_map(|s| &s.txn_index.entries)
+            .filter(|e| e.first_offset < clean_below),
+    );
+    Some(Plan {
         sources,
         dirty_from,
         tombstone_horizon,
         dirty_ratio,
+        aborted,
     })
 }
 
@@ -205,7 +220,9 @@ async fn run_pass(
             }
             outcome.bytes_read += read;
             budget.throttle.spend(read).await;
-            if !rewrite::for_each_key(&bytes, &header, |key, offset| map.put(key, offset)) {
+            if !rewrite::for_each_key(&bytes, &header, &plan.aborted, |key, offset| {
+                map.put(key, offset)
+            }) {
                 break 'segments;
             }
             glommio::yield_if_needed().await;
@@ -228,6 +245,7 @@ async fn run_pass(
         map: &map,
         tombstone_horizon: plan.tombstone_horizon,
     };
+    let mut txns = TxnCleaning::new(&plan.aborted, plan.tombstone_horizon);
     let to_clean = &plan.sources[..mapped];
     let runs: Vec<&[SourceSegment]> = runs(to_clean, config.segment_bytes).collect();
     for &run in &runs {
@@ -235,6 +253,7 @@ async fn run_pass(
             &inner.dir,
             run,
             &rule,
+            &mut txns,
             config.index_interval_bytes,
             &budget.throttle,
             &stop,

@@ -11,6 +11,7 @@ use super::batches::SegmentBatches;
 use super::offset_map::OffsetMap;
 use super::swap;
 use super::throttle::IoThrottle;
+use super::transactions::{AbortedRanges, BatchFate, TxnCleaning};
 use crate::batch::records::{record_section, record_spans, RecordSpan};
 use crate::batch::{codec, BatchError, BatchHeader, Compression, HEADER_BYTES};
 use crate::error::{Error, Result};
@@ -61,13 +62,17 @@ pub(crate) enum Filtered {
 }
 
 /// Calls `f` with the key and offset of every keyed record of a batch, for the offset map,
-/// until it returns false (then false). Batches the cleaner leaves alone (control,
-/// transactional, undecodable) have no keys to map.
+/// until it returns false (then false). Markers, aborted data and undecodable batches have no
+/// keys to map.
 pub(crate) fn for_each_key(
     batch: &[u8],
     h: &BatchHeader,
+    aborted: &AbortedRanges,
     mut f: impl FnMut(&[u8], i64) -> bool,
 ) -> bool {
+    if aborted.unmapped(h) {
+        return true;
+    }
     let Some((section, spans)) = decode(batch, h) else {
         return true;
     };
@@ -78,8 +83,8 @@ pub(crate) fn for_each_key(
 }
 
 fn decode(batch: &[u8], h: &BatchHeader) -> Option<(Vec<u8>, Vec<RecordSpan>)> {
-    if h.is_control() || h.is_transactional() {
-        // Transactions are not supported; such batches are kept as they are.
+    if h.is_control() {
+        // Markers are decided whole (`transactions.rs`).
         return None;
     }
     let decoded = record_section(batch, DECOMPRESSED_MAX_BYTES)
@@ -148,8 +153,8 @@ pub(crate) struct SourceSegment {
     pub size: u64,
     pub next_offset: i64,
     pub max_timestamp: i64,
-    /// The segment's aborted transactions: the cleaner keeps transactional batches and
-    /// markers as they are, so the cleaned segment holds all of its sources' entries.
+    /// The segment's aborted transactions (indexed where their markers are); the cleaned
+    /// segment keeps those whose markers it keeps.
     pub aborted: Vec<crate::log::AbortedTxn>,
 }
 
@@ -161,11 +166,13 @@ pub(crate) struct RewriteCounts {
 }
 
 /// Writes the cleaned version of `run` as `<first base>.*.cleaned`, durable, and returns it as
-/// a segment (still at the cleaned paths). `stop` is polled between batches.
+/// a segment (still at the cleaned paths). `txns` carries the pass's walk through the
+/// transactions from run to run. `stop` is polled between batches.
 pub(crate) async fn rewrite_run(
     dir: &Path,
     run: &[SourceSegment],
     rule: &Retention<'_>,
+    txns: &mut TxnCleaning<'_>,
     index_interval: u32,
     throttle: &IoThrottle,
     stop: &dyn Fn() -> bool,
@@ -185,7 +192,12 @@ pub(crate) async fn rewrite_run(
             }
             counts.bytes_read += read;
             throttle.spend(read).await;
-            match filter_batch(&bytes, &header, rule) {
+            let filtered = match txns.fate(&bytes, &header) {
+                BatchFate::Filter => filter_batch(&bytes, &header, rule),
+                BatchFate::Keep => Filtered::Unchanged,
+                BatchFate::Drop => Filtered::Removed,
+            };
+            match filtered {
                 Filtered::Unchanged => {
                     out.record_batch(out.size, &header, index_interval);
                     pending.extend_from_slice(&bytes);
@@ -216,8 +228,8 @@ pub(crate) async fn rewrite_run(
     }
     out.seal_indexes();
     for source in run {
-        for &entry in &source.aborted {
-            out.txn_index.push(entry);
+        for entry in source.aborted.iter().filter(|e| txns.keeps_index_entry(e)) {
+            out.txn_index.push(*entry);
         }
     }
     let txn_index_path = out.paths.txn_index.clone();

@@ -380,7 +380,8 @@ fn rewritten_batches_keep_their_identity() {
         let batch = compressed(&build_batch(&recs, ProducerFields::NONE), codec);
         let h = BatchHeader::parse(&batch).unwrap();
         let mut map = offset_map::OffsetMap::with_memory(1 << 10, 100);
-        assert!(rewrite::for_each_key(&batch, &h, |k, o| map.put(k, o)));
+        let no_aborts = transactions::AbortedRanges::default();
+        assert!(rewrite::for_each_key(&batch, &h, &no_aborts, |k, o| map.put(k, o)));
         let rule = rewrite::Retention {
             map: &map,
             tombstone_horizon: 0,
