@@ -313,7 +313,12 @@ impl Producer {
             // A transaction begins with its first record (partitions added), as a Kafka
             // producer's does, so none is left open and empty at the end.
             if let Some(t) = txn.as_mut().filter(|_| in_txn == 0) {
-                t.begin(&cfg.topic, &partitions)?;
+                let started = Instant::now();
+                let retries = t.begin(&cfg.topic, &partitions)?;
+                add_micros(&self.stats.begin_micros, started);
+                self.stats
+                    .transaction_retries
+                    .fetch_add(retries, Ordering::Relaxed);
             }
             let record = self.record(key, value.clone(), due, seq);
             let acc = &mut accs[slot];
@@ -389,16 +394,18 @@ impl Producer {
         self.flush(pipes, partitions, accs, Some(txn), |_, a| {
             !a.records.is_empty()
         })?;
+        let draining = Instant::now();
         for pipe in pipes.values() {
             pipe.drain();
         }
-        let before = txn.commit_time;
-        txn.commit()?;
+        add_micros(&self.stats.drain_micros, draining);
+        let committing = Instant::now();
+        let retries = txn.commit()?;
+        add_micros(&self.stats.commit_micros, committing);
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
-        self.stats.commit_micros.fetch_add(
-            (txn.commit_time - before).as_micros() as u64,
-            Ordering::Relaxed,
-        );
+        self.stats
+            .transaction_retries
+            .fetch_add(retries, Ordering::Relaxed);
         Ok(())
     }
 
@@ -453,4 +460,9 @@ impl Producer {
         }
         Ok(())
     }
+}
+
+/// Adds the time since `started` to a microsecond counter.
+fn add_micros(counter: &std::sync::atomic::AtomicU64, started: Instant) {
+    counter.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
 }

@@ -10,7 +10,7 @@ use ferrite_bench::producer::{ProduceConfig, Producer};
 use ferrite_bench::stats::{Stats, Tick};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -304,15 +304,32 @@ fn summarize(
             "verify: {verify_failures} records failed the content check, {duplicates} came twice"
         );
     }
-    let transactions =
-        produced.transactions.load(Ordering::Relaxed) + main.transactions.load(Ordering::Relaxed);
-    let commit_micros =
-        produced.commit_micros.load(Ordering::Relaxed) + main.commit_micros.load(Ordering::Relaxed);
+    let summed = |counter: fn(&Stats) -> &AtomicU64| {
+        counter(produced).load(Ordering::Relaxed) + counter(main).load(Ordering::Relaxed)
+    };
+    let transactions = summed(|s| &s.transactions);
+    let per_transaction_ms = |counter: fn(&Stats) -> &AtomicU64| {
+        summed(counter) as f64 / transactions.max(1) as f64 / 1000.0
+    };
+    let transaction_json = json!({
+        "committed": transactions,
+        "add_partitions_ms": per_transaction_ms(|s| &s.begin_micros),
+        "drain_ms": per_transaction_ms(|s| &s.drain_micros),
+        "end_txn_ms": per_transaction_ms(|s| &s.commit_micros),
+        "retries": summed(|s| &s.transaction_retries),
+    });
     if transactions > 0 {
         println!(
-            "transactions: {transactions} committed, {:.0} per second, EndTxn mean {:.3} ms",
+            "transactions: {transactions} committed, {:.0} per second; mean per transaction: \
+             AddPartitionsToTxn {:.3} ms, last acknowledgements {:.3} ms, EndTxn {:.3} ms; \
+             {} coordinator calls retried",
             transactions as f64 / seconds,
-            commit_micros as f64 / transactions as f64 / 1000.0
+            transaction_json["add_partitions_ms"]
+                .as_f64()
+                .unwrap_or(0.0),
+            transaction_json["drain_ms"].as_f64().unwrap_or(0.0),
+            transaction_json["end_txn_ms"].as_f64().unwrap_or(0.0),
+            transaction_json["retries"],
         );
     }
     if let Some(path) = &o.json {
@@ -326,6 +343,7 @@ fn summarize(
             "errors": error_total,
             "errors_by_code": errors,
             "transactions": transactions,
+            "transaction_costs": transaction_json,
             "sent": sent_total,
             "partitions": layout.partitions.len(),
             "timeline": timeline.iter().map(Tick::json).collect::<Vec<_>>(),

@@ -27,9 +27,14 @@ pub struct Stats {
     pub duplicates: AtomicU64,
     /// (producer, sequence) of every record consume --verify read, kept through the warm-up.
     pub seen: Mutex<HashSet<(u32, u32)>>,
-    /// Transactions committed (produce --transactional-id) and their EndTxn time, summed.
+    /// Transactions committed (produce --transactional-id) and where their time went, summed:
+    /// AddPartitionsToTxn (retries included), waiting for the last acknowledgements, EndTxn.
     pub transactions: AtomicU64,
+    pub begin_micros: AtomicU64,
+    pub drain_micros: AtomicU64,
     pub commit_micros: AtomicU64,
+    /// Coordinator calls retried (CONCURRENT_TRANSACTIONS and the like).
+    pub transaction_retries: AtomicU64,
 }
 
 impl Default for Stats {
@@ -41,7 +46,10 @@ impl Default for Stats {
             ack: Mutex::new(histogram()),
             e2e: Mutex::new(histogram()),
             transactions: AtomicU64::new(0),
+            begin_micros: AtomicU64::new(0),
+            drain_micros: AtomicU64::new(0),
             commit_micros: AtomicU64::new(0),
+            transaction_retries: AtomicU64::new(0),
             verify_failures: AtomicU64::new(0),
             duplicates: AtomicU64::new(0),
             seen: Mutex::new(HashSet::new()),
@@ -124,8 +132,15 @@ impl Stats {
         self.errors.lock().expect("stats lock").clear();
         self.ack.lock().expect("stats lock").reset();
         self.e2e.lock().expect("stats lock").reset();
-        self.transactions.store(0, Ordering::Relaxed);
-        self.commit_micros.store(0, Ordering::Relaxed);
+        for counter in [
+            &self.transactions,
+            &self.begin_micros,
+            &self.drain_micros,
+            &self.commit_micros,
+            &self.transaction_retries,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
     }
 
     pub fn ack_percentile_ms(&self, q: f64) -> Option<f64> {

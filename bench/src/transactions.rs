@@ -53,13 +53,15 @@ fn retriable(code: i16) -> bool {
     )
 }
 
-/// Calls `f` until its error code is 0 or not retriable.
-fn retrying(what: &str, mut f: impl FnMut() -> Result<i16>) -> Result<()> {
+/// Calls `f` until its error code is 0 (then the number of retries) or not retriable.
+fn retrying(what: &str, mut f: impl FnMut() -> Result<i16>) -> Result<u64> {
     let until = Instant::now() + RETRY_FOR;
+    let mut retries = 0;
     loop {
         match f()? {
-            0 => return Ok(()),
+            0 => return Ok(retries),
             code if retriable(code) && Instant::now() < until => {
+                retries += 1;
                 std::thread::sleep(Duration::from_millis(5))
             }
             code => bail!("{what} failed with error {code}"),
@@ -116,8 +118,8 @@ impl Transactions {
         &self.id
     }
 
-    /// Begins a transaction over `partitions` of `topic`.
-    pub fn begin(&mut self, topic: &str, partitions: &[i32]) -> Result<()> {
+    /// Begins a transaction over `partitions` of `topic`; returns the calls retried.
+    pub fn begin(&mut self, topic: &str, partitions: &[i32]) -> Result<u64> {
         let request = AddPartitionsToTxnRequest::default()
             .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
                 self.id.clone(),
@@ -151,8 +153,9 @@ impl Transactions {
         }
     }
 
-    /// Commits the transaction (every batch of it acknowledged before).
-    pub fn commit(&mut self) -> Result<()> {
+    /// Commits the transaction (every batch of it acknowledged before); returns the calls
+    /// retried.
+    pub fn commit(&mut self) -> Result<u64> {
         let started = Instant::now();
         let request = EndTxnRequest::default()
             .with_transactional_id(TransactionalId(StrBytes::from_string(self.id.clone())))
@@ -160,9 +163,9 @@ impl Transactions {
             .with_producer_epoch(self.epoch)
             .with_committed(true);
         let coordinator = &mut self.coordinator;
-        retrying("EndTxn", || Ok(coordinator.call(&request)?.error_code))?;
+        let retries = retrying("EndTxn", || Ok(coordinator.call(&request)?.error_code))?;
         self.committed += 1;
         self.commit_time += started.elapsed();
-        Ok(())
+        Ok(retries)
     }
 }

@@ -321,3 +321,54 @@ fn transactional_produce_commits_every_n_records() {
         "every committed record is READ_COMMITTED-visible"
     );
 }
+
+/// A transaction that begins while the producer's previous one is completing (its markers
+/// being written, under load) is held by the coordinator until that completes, not refused
+/// with CONCURRENT_TRANSACTIONS: the bench counts the coordinator calls it had to retry. One
+/// retry in ten transactions is allowed, for a completion slower than the 200 ms hold on a
+/// loaded machine; refused, nearly every transaction is retried.
+#[test]
+fn a_transaction_begun_during_the_last_ones_completion_is_held_not_refused() {
+    let broker = Broker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let produced = dir.path().join("produce.json");
+    let out = bench(&[
+        "produce",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "txn-loaded",
+        "--create",
+        "--partitions",
+        "16",
+        "--messages",
+        "40000",
+        "--size",
+        "1024",
+        "--producers",
+        "4",
+        "--transactional-id",
+        "held",
+        "--transaction-records",
+        "1000",
+        "--json",
+        produced.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = json(&produced);
+    let costs = &p["transaction_costs"];
+    let (committed, retries) = (
+        costs["committed"].as_u64().unwrap(),
+        costs["retries"].as_u64().unwrap(),
+    );
+    assert_eq!(committed, 40, "{stdout}");
+    assert!(
+        retries * 10 <= committed,
+        "{retries} coordinator calls retried: {stdout}"
+    );
+}

@@ -26,6 +26,7 @@ pub use init::InitArgs;
 use super::host::TxnHost;
 use super::state::TxnMetadata;
 use crate::protocol::errors::ErrorCode;
+use ferrite_shards::sync::Notify;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::{Rc, Weak};
@@ -60,6 +61,9 @@ pub struct TxnCoordinator {
     /// The coordinator epoch of each partition led here: its leader epoch when loaded. Markers
     /// carry it, so a partition refuses those of a coordinator that lost the id.
     epochs: RefCell<HashMap<i32, i32>>,
+    /// Notified whenever a transition ends: requests held while their id settles
+    /// (`txn.rs`, `wait_until_settled`) look again.
+    settled: Notify,
 }
 
 impl TxnCoordinator {
@@ -71,6 +75,7 @@ impl TxnCoordinator {
             host,
             loading: RefCell::new(HashSet::new()),
             epochs: RefCell::new(HashMap::new()),
+            settled: Notify::new(),
         })
     }
 
@@ -122,17 +127,22 @@ impl TxnCoordinator {
             t.pending = true;
         }
         let stored = self.store(id, Some(next.value())).await;
-        let mut t = txn.borrow_mut();
-        t.pending = false;
-        stored?;
-        if !self.still_holds(id, txn) {
-            return Err(ErrorCode::NOT_COORDINATOR);
-        }
-        *t = TxnMetadata {
-            pending: false,
-            ..next
+        let taken = {
+            let mut t = txn.borrow_mut();
+            t.pending = false;
+            stored.and_then(|()| {
+                if !self.still_holds(id, txn) {
+                    return Err(ErrorCode::NOT_COORDINATOR);
+                }
+                *t = TxnMetadata {
+                    pending: false,
+                    ..next
+                };
+                Ok(())
+            })
         };
-        Ok(())
+        self.settled.notify_all();
+        taken
     }
 }
 

@@ -7,6 +7,11 @@ use super::*;
 use crate::transactions::state::TxnState;
 use ferrite_shards::types::now_ms;
 
+/// Longest a request waits for its id to settle before CONCURRENT_TRANSACTIONS: a completion
+/// normally takes milliseconds; one whose markers are being retried takes longer, and the
+/// client then retries as it would against Kafka.
+const SETTLE_WAIT_MAX: Duration = Duration::from_millis(200);
+
 impl TxnCoordinator {
     /// The id's state, if the request's producer id and epoch are its current ones.
     fn current(&self, id: &str, producer_id: i64, epoch: i16) -> Result<TxnRef, ErrorCode> {
@@ -22,6 +27,45 @@ impl TxnCoordinator {
         Ok(txn)
     }
 
+    /// The id's state once no transition is being written and no transaction is completing,
+    /// waiting at most `SETTLE_WAIT_MAX`; CONCURRENT_TRANSACTIONS when it does not settle.
+    ///
+    /// Kafka answers CONCURRENT_TRANSACTIONS at once, and the client retries: the Java
+    /// producer after 20 ms when it is beginning a transaction, librdkafka after its retry
+    /// backoff. The usual case is the first AddPartitionsToTxn of a transaction arriving while
+    /// the previous one's markers are written, which takes a few milliseconds here; holding
+    /// the request that long answers it as its retry would have been, without the backoff.
+    async fn wait_until_settled(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<TxnRef, ErrorCode> {
+        let give_up = std::time::Instant::now() + SETTLE_WAIT_MAX;
+        loop {
+            let seen = self.settled.generation();
+            let txn = self.current(id, producer_id, epoch)?;
+            let busy = {
+                let t = txn.borrow();
+                t.pending || t.state.is_preparing()
+            };
+            if !busy {
+                return Ok(txn);
+            }
+            let left = give_up.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero()
+                || glommio::timer::timeout(left, async {
+                    self.settled.wait_past(seen).await;
+                    Ok(())
+                })
+                .await
+                .is_err()
+            {
+                return Err(ErrorCode::CONCURRENT_TRANSACTIONS);
+            }
+        }
+    }
+
     /// Adds partitions to the id's transaction, beginning it if none is open.
     pub async fn add_partitions(
         &self,
@@ -30,11 +74,8 @@ impl TxnCoordinator {
         epoch: i16,
         partitions: Vec<(String, i32)>,
     ) -> Result<(), ErrorCode> {
-        let txn = self.current(id, producer_id, epoch)?;
+        let txn = self.wait_until_settled(id, producer_id, epoch).await?;
         let current = txn.borrow().clone();
-        if current.pending || current.state.is_preparing() {
-            return Err(ErrorCode::CONCURRENT_TRANSACTIONS);
-        }
         if current.state == TxnState::Ongoing
             && partitions.iter().all(|p| current.partitions.contains(p))
         {
