@@ -267,6 +267,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         I32_MAX,
     ),
     key(
+        "max.incremental.fetch.session.cache.slots",
+        "incremental fetch sessions (KIP-227) the broker keeps, shared out among the shards",
+        "1000",
+        0,
+        I32_MAX,
+    ),
+    key(
         "message.max.bytes",
         "default max.message.bytes",
         "1048588",
@@ -518,6 +525,8 @@ pub struct BrokerSettings {
     pub retention_check_interval_ms: i64,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub fetch_session_slots: usize,
     pub partitions_per_shard: usize,
     pub controller_mutation_rate: u64,
     pub replica_lag_time_max_ms: i64,
@@ -562,6 +571,7 @@ impl Default for BrokerSettings {
             retention_check_interval_ms: 300_000,
             socket_request_max_bytes: 104_857_600,
             max_connections: i32::MAX as usize,
+            fetch_session_slots: 1000,
             partitions_per_shard: 0,
             controller_mutation_rate: 0,
             replica_lag_time_max_ms: 30_000,
@@ -691,6 +701,9 @@ impl BrokerSettings {
             "log.message.timestamp.type" => log_key(&mut self.log, "message.timestamp.type")?,
             "message.max.bytes" => log_key(&mut self.log, "max.message.bytes")?,
             "max.connections" => self.max_connections = int()? as usize,
+            "max.incremental.fetch.session.cache.slots" => {
+                self.fetch_session_slots = int()? as usize
+            }
             "min.insync.replicas" => self.min_insync_replicas = int()? as i32,
             "num.partitions" => self.num_partitions = int()? as i32,
             "offset.metadata.max.bytes" => self.offset_metadata_max_bytes = int()? as usize,

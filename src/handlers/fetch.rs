@@ -3,7 +3,9 @@
 //! Each partition is read on its owner shard; what comes back is file ranges (or cached
 //! batches), which the connection's shard splices to the socket. When less than `min_bytes` is
 //! there, the request waits — on the owners, which wake it when their high watermark moves —
-//! until `max_wait_ms` is up. A fetch without fetch sessions: every response is full.
+//! until `max_wait_ms` is up. From v7 a fetch may open an incremental fetch session
+//! (KIP-227, `shard/fetch_sessions.rs`): its later fetches name only what changed, and are
+//! answered with only the partitions that have something new.
 //!
 //! Fetch v0–3 readers know only the old message formats: their data is down-converted on the
 //! owner (magic 0 for v0–1, magic 1 for v2–3, as Kafka 3.9 does), which copies instead of
@@ -16,12 +18,16 @@ use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
 use crate::security::acl::Operation;
 use crate::shard::client_quotas::QuotaKind;
 use crate::shard::counters::Conversion;
+use crate::shard::fetch_sessions::{
+    slots_of_shard, Answered, FetchContext, FetchParams, PartitionKey, TopicKey, INVALID_SESSION_ID,
+};
 use crate::shard::routing::on_partition;
 use crate::shard::Shard;
 use ferrite_shards::batch::legacy::{down::down_convert, MAGIC_V0, MAGIC_V1};
 use ferrite_shards::batch::BatchError;
 use ferrite_shards::log::{Chunk, ReadResult};
 use ferrite_shards::partition::Partition;
+use ferrite_shards::types::now_ms;
 use kafka_protocol::messages::{ApiKey, FetchRequest};
 use std::time::{Duration, Instant};
 
@@ -131,6 +137,39 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
             }
         })
         .collect();
+    let forgotten: Vec<PartitionKey> = body
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            let topic = if req.version >= 13 {
+                TopicKey::Id(*t.topic_id.as_bytes())
+            } else {
+                TopicKey::Name(t.topic.0.to_string())
+            };
+            t.partitions.iter().map(move |&p| (topic.clone(), p))
+        })
+        .collect();
+    let context = match req.version {
+        0..=6 => FetchContext::Sessionless,
+        _ => shard.fetch_sessions.borrow_mut().new_context(
+            body.session_id,
+            body.session_epoch,
+            req.version >= 13,
+            &session_keys(&wanted, req.version),
+            &forgotten,
+            now_ms(),
+        ),
+    };
+    let wanted = match &context {
+        FetchContext::Error(code) => {
+            drop(metadata);
+            return session_error(req, *code, INVALID_SESSION_ID);
+        }
+        FetchContext::Incremental { partitions, .. } => {
+            wanted_of_session(&metadata, partitions, may_read)
+        }
+        FetchContext::Sessionless | FetchContext::Full => wanted,
+    };
     drop(metadata);
     let reader = match replica_id {
         id if id >= 0 => Reader::Follower(id),
@@ -148,7 +187,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         let any_error = fetched.iter().flatten().any(|f| f.error != ErrorCode::NONE);
         let now = Instant::now();
         if bytes >= min_bytes || any_error || now >= deadline || shard.is_shutting_down() {
-            return encode(shard, req, wanted, fetched, reader);
+            return encode(shard, req, wanted, fetched, reader, &context);
         }
         // Bounded here too: the wait runs on other shards, which may be stopping.
         let left = deadline - now;
@@ -158,6 +197,84 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         })
         .await;
     }
+}
+
+/// The request's partitions as a fetch session keeps them: by topic id from v13, by name
+/// before.
+fn session_keys(wanted: &[Wanted], version: i16) -> Vec<(PartitionKey, FetchParams)> {
+    wanted
+        .iter()
+        .flat_map(|w| {
+            let topic = match (&w.topic, version >= 13) {
+                (Some(name), false) => TopicKey::Name(name.clone()),
+                _ => TopicKey::Id(w.id),
+            };
+            w.partitions
+                .iter()
+                .map(move |&(p, offset, max_bytes, epoch, log_start)| {
+                    let params = FetchParams {
+                        fetch_offset: offset,
+                        max_bytes,
+                        current_leader_epoch: epoch,
+                        log_start_offset: log_start,
+                    };
+                    ((topic.clone(), p), params)
+                })
+        })
+        .collect()
+}
+
+/// An incremental fetch's partitions, in the session's order, as the request would have
+/// named them (consecutive partitions of a topic together, as Kafka's response groups them).
+fn wanted_of_session(
+    metadata: &crate::metadata::ClusterMetadata,
+    partitions: &[(PartitionKey, FetchParams)],
+    may_read: impl Fn(Option<&str>) -> bool,
+) -> Vec<Wanted> {
+    let mut out: Vec<(TopicKey, Wanted)> = Vec::new();
+    for ((topic, index), params) in partitions {
+        let entry = (
+            *index,
+            params.fetch_offset,
+            params.max_bytes,
+            params.current_leader_epoch,
+            params.log_start_offset,
+        );
+        match out.last_mut() {
+            Some((key, w)) if key == topic => w.partitions.push(entry),
+            _ => {
+                let (name, id) = match topic {
+                    TopicKey::Id(id) => (metadata.topic_by_id(id).map(|t| t.name.clone()), *id),
+                    TopicKey::Name(name) => (
+                        Some(name.clone()),
+                        metadata.topic(name).map_or([0; 16], |t| t.id),
+                    ),
+                };
+                let w = Wanted {
+                    denied: !may_read(name.as_deref()),
+                    topic: name,
+                    id,
+                    partitions: vec![entry],
+                };
+                out.push((topic.clone(), w));
+            }
+        }
+    }
+    out.into_iter().map(|(_, w)| w).collect()
+}
+
+/// A fetch answered with a top-level error only (a fetch session's).
+fn session_error(req: &Request, code: ErrorCode, session_id: i32) -> Response {
+    Response::Chunks(fetch_response::encode(
+        req.version,
+        req.correlation_id,
+        fetch_response::Head {
+            throttle_time_ms: 0,
+            error_code: code.code(),
+            session_id,
+        },
+        Vec::new(),
+    ))
 }
 
 /// Reads every partition at once, then keeps, in request order, what fits `max_bytes` (the
@@ -373,9 +490,10 @@ async fn wait_for_any(shard: &Shard, wanted: &[Wanted], timeout: Duration, reade
 fn encode(
     shard: &Shard,
     req: &Request,
-    wanted: Vec<Wanted>,
-    fetched: Vec<Vec<Fetched>>,
+    mut wanted: Vec<Wanted>,
+    mut fetched: Vec<Vec<Fetched>>,
     reader: Reader,
+    context: &FetchContext,
 ) -> Response {
     // consumer_byte_rate counts what the response carries (followers are not client-quota'd).
     // Over it, Kafka answers with no data at all and takes the bytes back, so the client
@@ -390,10 +508,24 @@ fn encode(
     let throttle_ms = throttle::apply(req, shard, recorded.as_ref());
     if let Some(r) = recorded.filter(|_| throttle_ms > 0) {
         throttle::unrecord(shard, &r);
+        // A session goes on through a throttled fetch; none is made by one.
+        let (error_code, session_id) = match context {
+            FetchContext::Incremental {
+                session_id, epoch, ..
+            } if !shard.fetch_sessions.borrow().is_at(*session_id, *epoch) => {
+                (ErrorCode::INVALID_FETCH_SESSION_EPOCH, *session_id)
+            }
+            FetchContext::Incremental { session_id, .. } => (ErrorCode::NONE, *session_id),
+            _ => (ErrorCode::NONE, INVALID_SESSION_ID),
+        };
         return Response::Chunks(fetch_response::encode(
             req.version,
             req.correlation_id,
-            throttle_ms,
+            fetch_response::Head {
+                throttle_time_ms: throttle_ms,
+                error_code: error_code.code(),
+                session_id,
+            },
             Vec::new(),
         ));
     }
@@ -417,6 +549,16 @@ fn encode(
             }
         }
     }
+    let session_id = match session_reply(shard, req, &mut wanted, &mut fetched, reader, context) {
+        Ok(id) => id,
+        Err(code) => {
+            let id = match context {
+                FetchContext::Incremental { session_id, .. } => *session_id,
+                _ => INVALID_SESSION_ID,
+            };
+            return session_error(req, code, id);
+        }
+    };
     let topics = wanted
         .into_iter()
         .zip(fetched)
@@ -443,9 +585,87 @@ fn encode(
     Response::Chunks(fetch_response::encode(
         req.version,
         req.correlation_id,
-        0,
+        fetch_response::Head {
+            throttle_time_ms: 0,
+            error_code: 0,
+            session_id,
+        },
         topics,
     ))
+}
+
+/// What the fetch session makes of an answer: a full fetch at epoch 0 opens a session of its
+/// partitions (if a slot is free); an incremental one keeps only the partitions with
+/// something new (the others are dropped from `wanted` and `fetched`). The response's session
+/// id, or the session's error.
+fn session_reply(
+    shard: &Shard,
+    req: &Request,
+    wanted: &mut Vec<Wanted>,
+    fetched: &mut Vec<Vec<Fetched>>,
+    reader: Reader,
+    context: &FetchContext,
+) -> Result<i32, ErrorCode> {
+    let answered = |f: &Fetched| Answered {
+        bytes: f.bytes,
+        high_watermark: f.high_watermark,
+        log_start_offset: f.log_start,
+        error: f.error != ErrorCode::NONE,
+    };
+    let keyed = session_keys(wanted, req.version);
+    let answers = fetched.iter().flatten().map(answered);
+    match context {
+        FetchContext::Sessionless | FetchContext::Error(_) => Ok(INVALID_SESSION_ID),
+        FetchContext::Full => {
+            let slots = slots_of_shard(
+                shard.settings().fetch_session_slots,
+                shard.id.0,
+                shard.router().shard_count(),
+            );
+            let partitions = keyed
+                .into_iter()
+                .zip(answers)
+                .map(|((key, params), a)| (key, params, a))
+                .collect();
+            let follower = matches!(reader, Reader::Follower(_));
+            Ok(shard.fetch_sessions.borrow_mut().maybe_create(
+                slots,
+                follower,
+                req.version >= 13,
+                partitions,
+                now_ms(),
+            ))
+        }
+        FetchContext::Incremental {
+            session_id, epoch, ..
+        } => {
+            let answers: Vec<(PartitionKey, Answered)> =
+                keyed.into_iter().map(|(k, _)| k).zip(answers).collect();
+            let included = shard
+                .fetch_sessions
+                .borrow_mut()
+                .select(*session_id, *epoch, &answers)
+                .ok_or(ErrorCode::INVALID_FETCH_SESSION_EPOCH)?;
+            let mut keep = included.into_iter();
+            let pairs = std::mem::take(wanted)
+                .into_iter()
+                .zip(std::mem::take(fetched));
+            for (mut w, fs) in pairs {
+                let (partitions, fs): (Vec<_>, Vec<_>) = w
+                    .partitions
+                    .into_iter()
+                    .zip(fs)
+                    .filter(|_| keep.next() == Some(true))
+                    .unzip();
+                if !partitions.is_empty() {
+                    w.partitions = partitions;
+                    wanted.push(w);
+                    fetched.push(fs);
+                }
+            }
+            Ok(*session_id)
+        }
+    }
 }
 
 /// Kafka answers Fetch v5 and older with NOT_LEADER_OR_FOLLOWER where later versions get

@@ -113,6 +113,12 @@ impl ErrorCode {
     pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode =
         ErrorCode::of(ResponseError::TransactionalIdNotFound);
     pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode::of(ResponseError::TransactionAbortable);
+    pub const FETCH_SESSION_ID_NOT_FOUND: ErrorCode =
+        ErrorCode::of(ResponseError::FetchSessionIdNotFound);
+    pub const INVALID_FETCH_SESSION_EPOCH: ErrorCode =
+        ErrorCode::of(ResponseError::InvalidFetchSessionEpoch);
+    pub const FETCH_SESSION_TOPIC_ID_ERROR: ErrorCode =
+        ErrorCode::of(ResponseError::FetchSessionTopicIdError);
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode =
         ErrorCode::of(ResponseError::TransactionalIdAuthorizationFailed);
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode::of(ResponseError::KafkaStorageError);

@@ -58,10 +58,20 @@ fn put_len(buf: &mut BytesMut, flexible: bool, n: usize) {
 }
 
 /// Encodes the whole frame (size prefix included) as chunks in wire order.
+/// The response's top-level fields.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Head {
+    pub throttle_time_ms: i32,
+    /// v7+: a fetch session's error (the response then carries no partitions).
+    pub error_code: i16,
+    /// v7+: the fetch session the response belongs to, 0 for none.
+    pub session_id: i32,
+}
+
 pub fn encode(
     version: i16,
     correlation_id: i32,
-    throttle_time_ms: i32,
+    head: Head,
     topics: Vec<TopicOut>,
 ) -> Vec<OutChunk> {
     assert!(
@@ -79,11 +89,11 @@ pub fn encode(
         put_uvarint(&mut buf, 0);
     }
     if version >= 1 {
-        buf.put_i32(throttle_time_ms);
+        buf.put_i32(head.throttle_time_ms);
     }
     if version >= 7 {
-        buf.put_i16(0); // error_code
-        buf.put_i32(0); // session_id: no fetch sessions, every response is full
+        buf.put_i16(head.error_code);
+        buf.put_i32(head.session_id);
     }
     put_len(&mut buf, flexible, topics.len());
     for t in topics {
@@ -229,7 +239,7 @@ mod tests {
                     partitions: vec![],
                 },
             ];
-            let wire = flatten(&encode(version, 99, 0, topics));
+            let wire = flatten(&encode(version, 99, Head::default(), topics));
             assert_eq!(
                 i32::from_be_bytes(wire[0..4].try_into().unwrap()) as usize,
                 wire.len() - 4

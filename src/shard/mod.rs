@@ -14,6 +14,7 @@ pub mod capacity;
 mod cleaner;
 pub mod client_quotas;
 pub mod counters;
+pub mod fetch_sessions;
 pub mod maintenance;
 mod reconcile;
 pub mod routing;
@@ -64,6 +65,8 @@ pub struct Shard {
     pub stats: ShardStats,
     /// Requests by API, errors, latencies: what the metrics endpoint reports.
     pub metrics: ShardMetrics,
+    /// The incremental fetch sessions (KIP-227) of the fetches this shard serves.
+    pub fetch_sessions: RefCell<fetch_sessions::FetchSessions>,
     shutting_down: Cell<bool>,
     pub shutdown_started: Notify,
 }
@@ -95,6 +98,10 @@ impl Shard {
             reconcile_lock: glommio::sync::Semaphore::new(1),
             stats: ShardStats::default(),
             metrics: ShardMetrics::default(),
+            fetch_sessions: RefCell::new(fetch_sessions::FetchSessions::new(
+                id.0,
+                config.cores.len(),
+            )),
             shutting_down: Cell::new(false),
             shutdown_started: Notify::new(),
             config,
