@@ -35,17 +35,19 @@ fn fetch(
     let topics = if partitions.is_empty() {
         Vec::new()
     } else {
-        vec![FetchTopic::default().with_topic(name.clone()).with_partitions(
-            partitions
-                .iter()
-                .map(|&(p, offset)| {
-                    FetchPartition::default()
-                        .with_partition(p)
-                        .with_fetch_offset(offset)
-                        .with_partition_max_bytes(1 << 20)
-                })
-                .collect(),
-        )]
+        vec![FetchTopic::default()
+            .with_topic(name.clone())
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&(p, offset)| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(1 << 20)
+                    })
+                    .collect(),
+            )]
     };
     let forgotten = if forgotten.is_empty() {
         Vec::new()
