@@ -256,12 +256,15 @@ fn a_group_reads_every_record_once_and_commits_where_it_stopped() {
     assert_eq!(rest["errors"], 0, "{rest}");
 }
 
-/// `produce --transactional-id`: each producer commits a transaction every
-/// `--transaction-records` records; every record is then visible to a READ_COMMITTED reader
-/// (kcat, librdkafka), and the summary counts the transactions.
-#[test]
-fn transactional_produce_commits_every_n_records() {
-    let broker = Broker::start(&[]);
+/// `produce --transactional-id PREFIX --transaction-records 1000`, shaped by `shape`:
+/// `[partitions, messages, size, producers]`. It must succeed; its stdout and JSON.
+fn transactional_produce(
+    broker: &Broker,
+    topic: &str,
+    prefix: &str,
+    shape: [&str; 4],
+) -> (String, serde_json::Value) {
+    let [partitions, messages, size, producers] = shape;
     let dir = tempfile::tempdir().unwrap();
     let produced = dir.path().join("produce.json");
     let out = bench(&[
@@ -269,31 +272,41 @@ fn transactional_produce_commits_every_n_records() {
         "--brokers",
         &broker.addr,
         "--topic",
-        "txn",
+        topic,
         "--create",
         "--partitions",
-        "3",
+        partitions,
         "--messages",
-        "6000",
+        messages,
         "--size",
-        "100",
+        size,
         "--producers",
-        "2",
+        producers,
         "--transactional-id",
-        "bench",
+        prefix,
         "--transaction-records",
         "1000",
         "--json",
         produced.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let json = json(&produced);
+    (stdout, json)
+}
+
+/// `produce --transactional-id`: each producer commits a transaction every
+/// `--transaction-records` records; every record is then visible to a READ_COMMITTED reader
+/// (kcat, librdkafka), and the summary counts the transactions.
+#[test]
+fn transactional_produce_commits_every_n_records() {
+    let broker = Broker::start(&[]);
+    let (stdout, p) = transactional_produce(&broker, "txn", "bench", ["3", "6000", "100", "2"]);
     assert!(stdout.contains("transactions: 6 committed"), "{stdout}");
-    let p = json(&produced);
     assert_eq!(
         (p["messages"].as_u64(), p["errors"].as_u64()),
         (Some(6000), Some(0))
@@ -330,37 +343,8 @@ fn transactional_produce_commits_every_n_records() {
 #[test]
 fn a_transaction_begun_during_the_last_ones_completion_is_held_not_refused() {
     let broker = Broker::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let produced = dir.path().join("produce.json");
-    let out = bench(&[
-        "produce",
-        "--brokers",
-        &broker.addr,
-        "--topic",
-        "txn-loaded",
-        "--create",
-        "--partitions",
-        "16",
-        "--messages",
-        "40000",
-        "--size",
-        "1024",
-        "--producers",
-        "4",
-        "--transactional-id",
-        "held",
-        "--transaction-records",
-        "1000",
-        "--json",
-        produced.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let p = json(&produced);
+    let (stdout, p) =
+        transactional_produce(&broker, "txn-loaded", "held", ["16", "40000", "1024", "4"]);
     let costs = &p["transaction_costs"];
     let (committed, retries) = (
         costs["committed"].as_u64().unwrap(),

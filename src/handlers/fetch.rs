@@ -612,11 +612,11 @@ fn session_reply(
         log_start_offset: f.log_start,
         error: f.error != ErrorCode::NONE,
     };
-    let keyed = session_keys(wanted, req.version);
     let answers = fetched.iter().flatten().map(answered);
     match context {
         FetchContext::Sessionless | FetchContext::Error(_) => Ok(INVALID_SESSION_ID),
         FetchContext::Full => {
+            let keyed = session_keys(wanted, req.version);
             let slots = slots_of_shard(
                 shard.settings().fetch_session_slots,
                 shard.id.0,
@@ -637,10 +637,16 @@ fn session_reply(
             ))
         }
         FetchContext::Incremental {
-            session_id, epoch, ..
+            session_id,
+            epoch,
+            partitions,
         } => {
-            let answers: Vec<(PartitionKey, Answered)> =
-                keyed.into_iter().map(|(k, _)| k).zip(answers).collect();
+            // `wanted` was made from the session's partitions, in this order.
+            let answers: Vec<(PartitionKey, Answered)> = partitions
+                .iter()
+                .map(|(k, _)| k.clone())
+                .zip(answers)
+                .collect();
             let included = shard
                 .fetch_sessions
                 .borrow_mut()

@@ -70,8 +70,8 @@ struct Plan {
     dirty_from: usize,
     tombstone_horizon: i64,
     dirty_ratio: f64,
-    /// Every aborted transaction that began below `clean_below`, wherever its marker is.
-    aborted: AbortedRanges,
+    /// The partition's cleaning limit the plan was made for.
+    clean_below: i64,
 }
 
 impl super::Log {
@@ -178,21 +178,12 @@ fn plan(inner: &LogInner, clean_below: i64, now_ms: i64) -> Option<Plan> {
     let tombstone_horizon = cleaner.tombstone_horizon(now_ms, config.delete_retention_ms);
     let due = (dirty_bytes > 0 && dirty_ratio >= config.min_cleanable_dirty_ratio)
         || (tombstone_horizon > cleaner.horizon_applied && clean_bytes > 0);
-    if !due {
-        return None;
-    }
-    let aborted = AbortedRanges::new(
-        st.segments
-            .iter()
-            .flat_map(|s| &s.txn_index.entries)
-            .filter(|e| e.first_offset < clean_below),
-    );
-    Some(Plan {
+    due.then_some(Plan {
         sources,
         dirty_from,
         tombstone_horizon,
         dirty_ratio,
-        aborted,
+        clean_below,
     })
 }
 
@@ -204,6 +195,17 @@ async fn run_pass(
 ) -> Result<Option<CleanOutcome>> {
     let stop = || stop_requested(inner);
     let config = inner.config.borrow().clone();
+    // Every aborted transaction that began below the limit, wherever its marker is; made for
+    // a pass only (`cleaning_priority` plans too, without cleaning).
+    let aborted = AbortedRanges::new(
+        inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .flat_map(|s| &s.txn_index.entries)
+            .filter(|e| e.first_offset < plan.clean_below),
+    );
     // A record takes at least 7 bytes of a segment: no more entries than that can be needed.
     let dirty_bytes: u64 = plan.sources[plan.dirty_from..].iter().map(|s| s.size).sum();
     let mut map = OffsetMap::with_memory(budget.dedupe_buffer_bytes, (dirty_bytes / 7) as usize);
@@ -220,7 +222,7 @@ async fn run_pass(
             }
             outcome.bytes_read += read;
             budget.throttle.spend(read).await;
-            if !rewrite::for_each_key(&bytes, &header, &plan.aborted, |key, offset| {
+            if !rewrite::for_each_key(&bytes, &header, &aborted, |key, offset| {
                 map.put(key, offset)
             }) {
                 break 'segments;
@@ -245,7 +247,7 @@ async fn run_pass(
         map: &map,
         tombstone_horizon: plan.tombstone_horizon,
     };
-    let mut txns = TxnCleaning::new(&plan.aborted, plan.tombstone_horizon);
+    let mut txns = TxnCleaning::new(&aborted, plan.tombstone_horizon);
     let to_clean = &plan.sources[..mapped];
     let runs: Vec<&[SourceSegment]> = runs(to_clean, config.segment_bytes).collect();
     for &run in &runs {
