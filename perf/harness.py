@@ -159,6 +159,19 @@ def figure(result, which):
     return result.get(which)
 
 
+def cpu_per_gb(result):
+    """Broker CPU seconds (user + system, io_uring workers included) per GB the bench moved.
+
+    The CPU is taken over the whole bench run, so the warm-up's bytes count too."""
+    if not result or "failed" in result:
+        return None
+    cpu = result.get("broker_cpu_seconds")
+    moved = result.get("bytes", 0) + result.get("warmup_bytes", 0)
+    if cpu is None or not moved:
+        return None
+    return cpu / (moved / 1e9)
+
+
 def limit_for(kind, limits):
     loopback_mb = limits["loopback_gbit_one_stream"] * 1e9 / 8 / 1e6
     disk = limits["disk_buffered_fsync_mb_per_sec"]
@@ -175,8 +188,9 @@ def table(scenarios, results, limits, peer):
         f"{limits['disk_direct_mb_per_sec']} MB/s O_DIRECT; loopback {limits['loopback_gbit_one_stream']} Gbit/s "
         f"({limits['loopback_gbit_one_stream'] * 125:.0f} MB/s) one stream; memcpy {limits['memcpy_gb_per_sec']} GB/s.",
         "",
-        "| scenario | figure | Ferrite | limit | Ferrite / limit | peer (Tansu) | Ferrite / peer | Ferrite p99 ack/e2e ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scenario | figure | Ferrite | limit | Ferrite / limit | peer (Tansu) | Ferrite / peer | Ferrite p99 ack/e2e ms "
+        "| broker CPU s/GB Ferrite | peer | Ferrite / peer CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in scenarios:
         f = results.get((sc["name"], "ferrite"))
@@ -204,7 +218,11 @@ def table(scenarios, results, limits, peer):
         name = sc["name"] + (" (cold)" if f and f.get("cold_cache") else "")
         figure_name = "e2e p99" if sc["figure"] == "e2e_p99_ms" else "MB/s"
         lim_cell = f"{lim:.0f} MB/s ({lim_name})" if lim else "—"
-        lines.append(f"| {name} | {figure_name} | {fmt(fv)} | {lim_cell} | {ratio_lim} | {peer_cell} | {ratio_peer} | {lat} |")
+        fc, pc = cpu_per_gb(f), cpu_per_gb(p) if peer else None
+        cpu_cells = " | ".join("—" if v is None else f"{v:.2f}" for v in (fc, pc))
+        cpu_ratio = f"{fc / pc:.2f}×" if fc is not None and pc else "—"
+        lines.append(f"| {name} | {figure_name} | {fmt(fv)} | {lim_cell} | {ratio_lim} | {peer_cell} | {ratio_peer} | {lat} "
+                     f"| {cpu_cells} | {cpu_ratio} |")
     return "\n".join(lines) + "\n"
 
 

@@ -5,8 +5,8 @@
 mod common;
 
 use common::cluster::{
-    broker_ids, cluster_args, isr, leaders, metadata, start_broker_on, start_cluster, wait_until,
-    SESSION_MS,
+    broker_ids, cluster_args, isr, leaders, metadata, reassign, start_broker_on, start_cluster,
+    wait_until, SESSION_MS,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
@@ -479,27 +479,6 @@ fn replicas(md: &serde_json::Value, topic: &str, partition: i64) -> Vec<i64> {
         .flat_map(|p| p["replicas"].as_array().unwrap().iter())
         .map(|r| r["id"].as_i64().unwrap())
         .collect()
-}
-
-/// AlterPartitionReassignments (one partition, `None` to cancel) through `b`: its error code.
-fn reassign(b: &Broker, topic: &str, target: Option<Vec<i32>>) -> i16 {
-    use kafka_protocol::messages::alter_partition_reassignments_request::{
-        ReassignablePartition, ReassignableTopic,
-    };
-    use kafka_protocol::messages::{
-        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-    };
-    let mut conn = wire::connect(b);
-    let body = AlterPartitionReassignmentsRequest::default().with_topics(vec![
-        ReassignableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![ReassignablePartition::default()
-                .with_partition_index(0)
-                .with_replicas(target.map(|t| t.into_iter().map(BrokerId).collect()))]),
-    ]);
-    let answer: AlterPartitionReassignmentsResponse =
-        wire::call(&mut conn, ApiKey::AlterPartitionReassignments, 0, &body);
-    answer.responses[0].partitions[0].error_code
 }
 
 /// (replicas, adding, removing) of the partitions `b` lists as being reassigned.

@@ -82,6 +82,9 @@ pub struct Options {
     /// Bytes a partition's batch collects before it is sent.
     #[arg(long, default_value_t = 262_144)]
     batch_bytes: usize,
+    /// The most batch bytes in one produce request (Kafka's `max.request.size` default).
+    #[arg(long, default_value_t = 1_048_576)]
+    max_request_bytes: usize,
     /// Longest a record waits for its batch to fill.
     #[arg(long, default_value_t = 5)]
     linger_ms: u64,

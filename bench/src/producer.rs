@@ -5,29 +5,20 @@
 //! producer number, sequence — so consumers can time end-to-end latency and check content. The
 //! value is `--size` bytes of a fixed pattern (shared, so building a record copies nothing).
 
-use crate::client::{decode_response, encode_request, read_frame, Conn, TopicLayout};
+use crate::client::TopicLayout;
 use crate::partitioner::{partition_for_key, Partitioner};
+use crate::pipe::SentPart;
 use crate::records::{encode_batch, OutRecord};
 use crate::schedule::{Clock, Schedule, SystemClock};
-use crate::stats::{Local, Stats};
+use crate::sender::Sender;
+use crate::stats::Stats;
 use crate::transactions::Transactions;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, TopicName, TransactionalId};
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use std::collections::{HashMap, VecDeque};
-use std::io::Write;
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Produce requests in flight per connection (Kafka's max.in.flight.requests.per.connection).
-const IN_FLIGHT_MAX: usize = 5;
-/// How long the end of a run waits for outstanding acknowledgements.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug)]
 pub struct ProduceConfig {
@@ -37,6 +28,9 @@ pub struct ProduceConfig {
     pub duration: Option<Duration>,
     pub size: usize,
     pub batch_bytes: usize,
+    /// The most batch bytes one produce request carries (Kafka's `max.request.size`); a
+    /// flush of more partitions goes out as several requests.
+    pub max_request_bytes: usize,
     pub linger: Duration,
     pub acks: i16,
     pub compression: Compression,
@@ -68,148 +62,6 @@ pub fn epoch_micros(at: Instant) -> u64 {
 /// The value bytes of every record of a run: `size` bytes of a fixed pattern.
 pub fn payload(size: usize) -> Bytes {
     Bytes::from((0..size).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
-}
-
-/// One partition's share of a sent request.
-struct SentPart {
-    partition: i32,
-    /// Per record: when it was due (open loop) or created.
-    due: Vec<Instant>,
-    bytes: u64,
-}
-
-/// What a sent request was, kept until its response arrives.
-struct Sent {
-    version: i16,
-    parts: Vec<SentPart>,
-}
-
-/// A connection with a reader thread taking the responses in order.
-struct Pipe {
-    stream: TcpStream,
-    version: i16,
-    next_id: i32,
-    sent: Arc<(Mutex<VecDeque<Sent>>, Condvar)>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Pipe {
-    fn open(addr: &str, stats: Arc<Stats>, acks: i16) -> Result<Pipe> {
-        let conn = Conn::connect(addr)?;
-        let version = conn.versions.of(ApiKey::Produce)?;
-        let (stream, _) = conn.into_stream();
-        let sent: Arc<(Mutex<VecDeque<Sent>>, Condvar)> = Arc::default();
-        let reader = if acks == 0 {
-            None // no responses to wait for
-        } else {
-            let mut read = stream.try_clone()?;
-            let sent = sent.clone();
-            Some(std::thread::spawn(move || {
-                let mut local = Local::default();
-                while let Ok(frame) = read_frame(&mut read) {
-                    let Some(s) = sent.0.lock().expect("pipe lock").pop_front() else {
-                        break;
-                    };
-                    sent.1.notify_all();
-                    let now = Instant::now();
-                    match decode_response::<ProduceRequest>(s.version, frame) {
-                        Ok((_, resp)) => {
-                            let code_of = |partition: i32| {
-                                resp.responses
-                                    .iter()
-                                    .flat_map(|t| t.partition_responses.iter())
-                                    .find(|p| p.index == partition)
-                                    .map(|p| p.error_code)
-                                    .unwrap_or(-1)
-                            };
-                            for part in &s.parts {
-                                match code_of(part.partition) {
-                                    0 => {
-                                        stats.add(part.due.len() as u64, part.bytes);
-                                        for due in &part.due {
-                                            local.record_ack(now.saturating_duration_since(*due));
-                                        }
-                                    }
-                                    code => stats.error(code, part.due.len() as u64),
-                                }
-                            }
-                        }
-                        Err(_) => {
-                            let lost: usize = s.parts.iter().map(|p| p.due.len()).sum();
-                            stats.error(-1, lost as u64);
-                        }
-                    }
-                    local.merge_into(&stats, false);
-                }
-                local.merge_into(&stats, true);
-            }))
-        };
-        Ok(Pipe {
-            stream,
-            version,
-            next_id: 1,
-            sent,
-            reader,
-        })
-    }
-
-    /// Sends a produce request, waiting while `IN_FLIGHT_MAX` are unanswered.
-    fn send(
-        &mut self,
-        request: &ProduceRequest,
-        parts: Vec<SentPart>,
-        stats: &Stats,
-    ) -> Result<()> {
-        let frame = encode_request(self.version, self.next_id, request)?;
-        self.next_id += 1;
-        if self.reader.is_none() {
-            self.stream.write_all(&frame)?;
-            for p in &parts {
-                stats.add(p.due.len() as u64, p.bytes);
-            }
-            return Ok(());
-        }
-        {
-            let (lock, cv) = &*self.sent;
-            let mut sent = lock.lock().expect("pipe lock");
-            while sent.len() >= IN_FLIGHT_MAX {
-                let (s, timeout) = cv.wait_timeout(sent, DRAIN_TIMEOUT).expect("pipe lock");
-                sent = s;
-                if timeout.timed_out() {
-                    anyhow::bail!("no produce response for {DRAIN_TIMEOUT:?}");
-                }
-            }
-            sent.push_back(Sent {
-                version: self.version,
-                parts,
-            });
-        }
-        self.stream
-            .write_all(&frame)
-            .context("sending a produce request")
-    }
-
-    /// Waits for every response so far.
-    fn drain(&self) {
-        let (lock, cv) = &*self.sent;
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        let mut sent = lock.lock().expect("pipe lock");
-        while !sent.is_empty() && Instant::now() < deadline {
-            sent = cv
-                .wait_timeout(sent, Duration::from_millis(100))
-                .expect("pipe lock")
-                .0;
-        }
-    }
-
-    /// Waits for every response, then closes.
-    fn finish(mut self) {
-        self.drain();
-        let _ = self.stream.shutdown(Shutdown::Both);
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-    }
 }
 
 /// Records waiting to be sent to one partition.
@@ -254,15 +106,13 @@ impl Producer {
             m / n + u64::from((self.id as u64) < m % n)
         });
         let rate = cfg.rate.map(|r| r / cfg.producers as f64);
-        let mut pipes: HashMap<String, Pipe> = HashMap::new();
-        for addr in self.layout.leaders.values() {
-            if !pipes.contains_key(addr) {
-                pipes.insert(
-                    addr.clone(),
-                    Pipe::open(addr, self.stats.clone(), cfg.acks)?,
-                );
-            }
-        }
+        let mut sender = Sender::open(
+            &cfg.topic,
+            cfg.acks,
+            cfg.max_request_bytes,
+            self.layout.clone(),
+            self.stats.clone(),
+        )?;
         let partitions = self.layout.partitions.clone();
         let mut accs: Vec<Accumulator> =
             partitions.iter().map(|_| Accumulator::default()).collect();
@@ -278,13 +128,10 @@ impl Producer {
         let mut seq: u64 = 0;
         let mut next_linger_check = start;
         let mut txn = match &cfg.transactional_id {
-            Some(prefix) => {
-                let bootstrap = self.layout.leaders.values().next().expect("a leader");
-                Some(Transactions::init(
-                    bootstrap,
-                    format!("{prefix}-{}", self.id),
-                )?)
-            }
+            Some(prefix) => Some(Transactions::init(
+                sender.bootstrap(),
+                format!("{prefix}-{}", self.id),
+            )?),
             None => None,
         };
         let mut in_txn: u64 = 0;
@@ -330,14 +177,14 @@ impl Producer {
             acc.first_at.get_or_insert_with(Instant::now);
             seq += 1;
             if acc.bytes >= cfg.batch_bytes {
-                self.flush(&mut pipes, &partitions, &mut accs, txn.as_mut(), |i, _| {
+                self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |i, _| {
                     i == slot
                 })?;
             }
             if let Some(t) = txn.as_mut() {
                 in_txn += 1;
                 if in_txn >= cfg.transaction_records {
-                    self.commit(&mut pipes, &partitions, &mut accs, t)?;
+                    self.commit(&mut sender, &partitions, &mut accs, t)?;
                     in_txn = 0;
                 }
             }
@@ -350,22 +197,21 @@ impl Producer {
                     a.first_at
                         .is_some_and(|t| now.saturating_duration_since(t) >= cfg.linger)
                 };
+                sender.resend_due()?;
                 if accs.iter().any(lingered) {
-                    self.flush(&mut pipes, &partitions, &mut accs, txn.as_mut(), |_, a| {
+                    self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |_, a| {
                         lingered(a)
                     })?;
                 }
             }
         }
         match txn.as_mut() {
-            Some(t) if in_txn > 0 => self.commit(&mut pipes, &partitions, &mut accs, t)?,
-            _ => self.flush(&mut pipes, &partitions, &mut accs, None, |_, a| {
+            Some(t) if in_txn > 0 => self.commit(&mut sender, &partitions, &mut accs, t)?,
+            _ => self.flush(&mut sender, &partitions, &mut accs, None, |_, a| {
                 !a.records.is_empty()
             })?,
         }
-        for (_, pipe) in pipes {
-            pipe.finish();
-        }
+        sender.finish()?;
         Ok(seq)
     }
 
@@ -386,18 +232,16 @@ impl Producer {
     /// Ends the transaction: what is left sent, every batch acknowledged, then EndTxn.
     fn commit(
         &self,
-        pipes: &mut HashMap<String, Pipe>,
+        sender: &mut Sender,
         partitions: &[i32],
         accs: &mut [Accumulator],
         txn: &mut Transactions,
     ) -> Result<()> {
-        self.flush(pipes, partitions, accs, Some(txn), |_, a| {
+        self.flush(sender, partitions, accs, Some(txn), |_, a| {
             !a.records.is_empty()
         })?;
         let draining = Instant::now();
-        for pipe in pipes.values() {
-            pipe.drain();
-        }
+        sender.drain()?;
         add_micros(&self.stats.drain_micros, draining);
         let committing = Instant::now();
         let retries = txn.commit()?;
@@ -409,18 +253,18 @@ impl Producer {
         Ok(())
     }
 
-    /// Sends the partitions `ready` picks, one request per leader; in a transaction, as its
-    /// batches.
+    /// Sends the partitions `ready` picks (and any retries now due); in a transaction, as
+    /// its batches.
     fn flush(
         &self,
-        pipes: &mut HashMap<String, Pipe>,
+        sender: &mut Sender,
         partitions: &[i32],
         accs: &mut [Accumulator],
         mut txn: Option<&mut Transactions>,
         ready: impl Fn(usize, &Accumulator) -> bool,
     ) -> Result<()> {
-        let mut by_leader: HashMap<String, (Vec<PartitionProduceData>, Vec<SentPart>)> =
-            HashMap::new();
+        sender.resend_due()?;
+        let mut parts = Vec::new();
         for (i, acc) in accs.iter_mut().enumerate() {
             if acc.records.is_empty() || !ready(i, acc) {
                 continue;
@@ -428,37 +272,18 @@ impl Producer {
             let producer = txn
                 .as_deref_mut()
                 .map(|t| t.next_batch(partitions[i], acc.records.len()));
-            let batch = encode_batch(&acc.records, self.cfg.compression, producer)?;
-            let leader = self.layout.leaders[&partitions[i]].clone();
-            let entry = by_leader.entry(leader).or_default();
-            entry.0.push(
-                PartitionProduceData::default()
-                    .with_index(partitions[i])
-                    .with_records(Some(batch)),
-            );
-            entry.1.push(SentPart {
+            parts.push(SentPart {
                 partition: partitions[i],
                 bytes: (acc.records.len() * self.cfg.size) as u64,
+                batch: encode_batch(&acc.records, self.cfg.compression, producer)?,
                 due: std::mem::take(&mut acc.due),
+                attempts: 0,
             });
             acc.records.clear();
             acc.bytes = 0;
             acc.first_at = None;
         }
-        for (leader, (data, parts)) in by_leader {
-            let request = ProduceRequest::default()
-                .with_transactional_id(txn.as_deref().map(|t| {
-                    TransactionalId(StrBytes::from_string(t.transactional_id().to_string()))
-                }))
-                .with_acks(self.cfg.acks)
-                .with_timeout_ms(30_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(self.cfg.topic.clone())))
-                    .with_partition_data(data)]);
-            let pipe = pipes.get_mut(&leader).expect("a pipe per leader");
-            pipe.send(&request, parts, &self.stats)?;
-        }
-        Ok(())
+        sender.send(parts, txn.as_deref().map(|t| t.transactional_id()))
     }
 }
 

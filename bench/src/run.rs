@@ -124,8 +124,7 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
                 .push(pinned(i, &tasks.producers_running, move || p.run()));
         }
     }
-    let timeline = report(mode, o, &main, &produced, &tasks, &stop);
-    let measured_from = timeline.1;
+    let reported = report(mode, o, &main, &produced, &tasks, &stop);
     let mut sent_total = 0u64;
     for p in tasks.producers {
         sent_total += p
@@ -136,9 +135,9 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
         c.join()
             .map_err(|_| anyhow!("a consumer thread panicked"))??;
     }
-    let seconds = measured_from.elapsed().as_secs_f64().max(1e-9);
+    let seconds = reported.measured_from.elapsed().as_secs_f64().max(1e-9);
     summarize(
-        mode, o, &main, &produced, &layout, seconds, sent_total, timeline.0,
+        mode, o, &main, &produced, &layout, seconds, sent_total, reported,
     )
 }
 
@@ -149,6 +148,7 @@ fn produce_config(o: &Options) -> ProduceConfig {
         duration: o.duration(),
         size: o.size,
         batch_bytes: o.batch_bytes,
+        max_request_bytes: o.max_request_bytes,
         linger: Duration::from_millis(o.linger_ms),
         // A transactional producer writes with acks=all (Kafka's producer requires it).
         acks: if o.transactional_id.is_some() {
@@ -169,8 +169,17 @@ fn produce_config(o: &Options) -> ProduceConfig {
     }
 }
 
-/// Prints a line a second until the tasks are done; returns the timeline and when measuring
-/// began (after the warm-up).
+/// What the once-a-second report saw over the run.
+struct Reported {
+    timeline: Vec<Tick>,
+    /// When measuring began (after the warm-up).
+    measured_from: Instant,
+    /// Bytes moved during the warm-up, which the totals leave out. The perf harness adds them
+    /// back when it divides the broker's CPU time (taken over the whole run) by bytes.
+    warmup_bytes: u64,
+}
+
+/// Prints a line a second until the tasks are done.
 fn report(
     mode: &str,
     o: &Options,
@@ -178,8 +187,9 @@ fn report(
     produced: &Stats,
     tasks: &Tasks,
     stop: &AtomicBool,
-) -> (Vec<Tick>, Instant) {
+) -> Reported {
     let started = Instant::now();
+    let mut warmup_bytes = 0;
     let mut measured_from = started;
     let warmup = Duration::from_secs_f64(o.warmup.max(0.0));
     let mut warming = !warmup.is_zero();
@@ -202,6 +212,7 @@ fn report(
             break;
         }
         if warming && started.elapsed() >= warmup {
+            warmup_bytes = main.bytes.load(Ordering::Relaxed);
             main.reset();
             produced.reset();
             warming = false;
@@ -245,7 +256,11 @@ fn report(
         }
         (last_msgs, last_bytes, last_at) = (msgs, bytes, now);
     }
-    (ticks, measured_from)
+    Reported {
+        timeline: ticks,
+        measured_from,
+        warmup_bytes,
+    }
 }
 
 fn latency_line(name: &str, v: &Value) -> String {
@@ -269,7 +284,7 @@ fn summarize(
     layout: &TopicLayout,
     seconds: f64,
     sent_total: u64,
-    timeline: Vec<Tick>,
+    reported: Reported,
 ) -> Result<bool> {
     let messages = main.messages.load(Ordering::Relaxed);
     let bytes = main.bytes.load(Ordering::Relaxed);
@@ -287,13 +302,22 @@ fn summarize(
         bytes as f64 / seconds / 1e6,
         if errors.is_empty() { String::new() } else { format!(" {errors:?}") }
     );
-    let ack = if mode == "e2e" {
-        produced.ack_json()
-    } else {
-        main.ack_json()
-    };
+    let producing = if mode == "e2e" { produced } else { main };
+    let ack = producing.ack_json();
     if let Some(v) = &ack {
         println!("{}", latency_line("acknowledgement latency", v));
+    }
+    let request = producing.request_json();
+    if let Some(v) = &request {
+        println!("{}", latency_line("produce request latency", v));
+    }
+    let produce_retries = producing.produce_retries.load(Ordering::Relaxed);
+    let produce_retried_records = producing.produce_retried_records.load(Ordering::Relaxed);
+    if produce_retries > 0 {
+        println!(
+            "produce: {produce_retries} batches ({produce_retried_records} records) sent again \
+             after a retriable error"
+        );
     }
     let e2e = main.e2e_json();
     if let Some(v) = &e2e {
@@ -337,6 +361,7 @@ fn summarize(
             "mode": mode,
             "messages": messages,
             "bytes": bytes,
+            "warmup_bytes": reported.warmup_bytes,
             "seconds": seconds,
             "msgs_per_sec": messages as f64 / seconds,
             "mb_per_sec": bytes as f64 / seconds / 1e6,
@@ -345,10 +370,13 @@ fn summarize(
             "transactions": transactions,
             "transaction_costs": transaction_json,
             "sent": sent_total,
+            "produce_retries": produce_retries,
+            "produce_retried_records": produce_retried_records,
             "partitions": layout.partitions.len(),
-            "timeline": timeline.iter().map(Tick::json).collect::<Vec<_>>(),
+            "timeline": reported.timeline.iter().map(Tick::json).collect::<Vec<_>>(),
             "config": {
                 "brokers": o.brokers, "topic": o.topic, "size": o.size, "batch_bytes": o.batch_bytes,
+                "max_request_bytes": o.max_request_bytes,
                 "linger_ms": o.linger_ms, "acks": format!("{:?}", o.acks), "compression": format!("{:?}", o.compression),
                 "keys": o.keys, "partitioner": format!("{:?}", o.partitioner), "producers": o.producers,
                 "consumers": o.consumers, "rate": o.rate, "warmup": o.warmup, "messages": o.messages,
@@ -360,6 +388,9 @@ fn summarize(
         }
         if let Some(e) = e2e {
             out["e2e_latency_ms"] = e;
+        }
+        if let Some(r) = request {
+            out["request_latency_ms"] = r;
         }
         if mode == "e2e" {
             out["produced"] = json!({

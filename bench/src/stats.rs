@@ -22,6 +22,12 @@ pub struct Stats {
     errors: Mutex<BTreeMap<i16, u64>>,
     ack: Mutex<Histogram<u64>>,
     e2e: Mutex<Histogram<u64>>,
+    /// Produce requests, from sending to the response: what the broker and the connection
+    /// take, without the time records wait in the producer for their batch or for a free slot.
+    request: Mutex<Histogram<u64>>,
+    /// Produce batches sent again after a retriable error, and their records.
+    pub produce_retries: AtomicU64,
+    pub produce_retried_records: AtomicU64,
     /// Content checks that failed (consume --verify), and records seen twice.
     pub verify_failures: AtomicU64,
     pub duplicates: AtomicU64,
@@ -45,6 +51,9 @@ impl Default for Stats {
             errors: Mutex::new(BTreeMap::new()),
             ack: Mutex::new(histogram()),
             e2e: Mutex::new(histogram()),
+            request: Mutex::new(histogram()),
+            produce_retries: AtomicU64::new(0),
+            produce_retried_records: AtomicU64::new(0),
             transactions: AtomicU64::new(0),
             begin_micros: AtomicU64::new(0),
             drain_micros: AtomicU64::new(0),
@@ -61,6 +70,7 @@ impl Default for Stats {
 pub struct Local {
     pub ack: Histogram<u64>,
     pub e2e: Histogram<u64>,
+    pub request: Histogram<u64>,
     last_merge: Instant,
 }
 
@@ -69,6 +79,7 @@ impl Default for Local {
         Local {
             ack: histogram(),
             e2e: histogram(),
+            request: histogram(),
             last_merge: Instant::now(),
         }
     }
@@ -81,6 +92,12 @@ impl Local {
             .record((latency.as_micros() as u64).clamp(1, LATENCY_MAX_US));
     }
 
+    pub fn record_request(&mut self, latency: Duration) {
+        let _ = self
+            .request
+            .record((latency.as_micros() as u64).clamp(1, LATENCY_MAX_US));
+    }
+
     pub fn record_e2e_us(&mut self, us: u64) {
         let _ = self.e2e.record(us.clamp(1, LATENCY_MAX_US));
     }
@@ -90,13 +107,15 @@ impl Local {
         if !force && self.last_merge.elapsed() < Duration::from_millis(100) {
             return;
         }
-        if !self.ack.is_empty() {
-            let _ = stats.ack.lock().expect("stats lock").add(&self.ack);
-            self.ack.reset();
-        }
-        if !self.e2e.is_empty() {
-            let _ = stats.e2e.lock().expect("stats lock").add(&self.e2e);
-            self.e2e.reset();
+        for (mine, shared) in [
+            (&mut self.ack, &stats.ack),
+            (&mut self.e2e, &stats.e2e),
+            (&mut self.request, &stats.request),
+        ] {
+            if !mine.is_empty() {
+                let _ = shared.lock().expect("stats lock").add(&*mine);
+                mine.reset();
+            }
         }
         self.last_merge = Instant::now();
     }
@@ -132,7 +151,10 @@ impl Stats {
         self.errors.lock().expect("stats lock").clear();
         self.ack.lock().expect("stats lock").reset();
         self.e2e.lock().expect("stats lock").reset();
+        self.request.lock().expect("stats lock").reset();
         for counter in [
+            &self.produce_retries,
+            &self.produce_retried_records,
             &self.transactions,
             &self.begin_micros,
             &self.drain_micros,
@@ -159,6 +181,10 @@ impl Stats {
 
     pub fn e2e_json(&self) -> Option<Value> {
         percentiles(&self.e2e.lock().expect("stats lock"))
+    }
+
+    pub fn request_json(&self) -> Option<Value> {
+        percentiles(&self.request.lock().expect("stats lock"))
     }
 }
 

@@ -161,3 +161,26 @@ pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// AlterPartitionReassignments (one partition, `None` to cancel) through `b`: its error code.
+pub fn reassign(b: &Broker, topic: &str, target: Option<Vec<i32>>) -> i16 {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId,
+        TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let mut conn = super::wire::connect(b);
+    let body = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(target.map(|t| t.into_iter().map(BrokerId).collect()))]),
+    ]);
+    let answer: AlterPartitionReassignmentsResponse =
+        super::wire::call(&mut conn, ApiKey::AlterPartitionReassignments, 0, &body);
+    answer.responses[0].partitions[0].error_code
+}
