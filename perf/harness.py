@@ -103,6 +103,18 @@ def bench(mode, topic, port, args, json_path, timeout=600):
     return json.loads(Path(json_path).read_text()) if json_path else None
 
 
+def steal_seconds():
+    """CPU time the hypervisor gave to others so far, summed over every CPU (/proc/stat).
+
+    On a shared virtual machine a burst of steal shows as a latency tail no broker change
+    explains, so every run records what it suffered."""
+    try:
+        fields = open("/proc/stat").readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def drop_page_cache():
     try:
         os.sync()
@@ -136,11 +148,13 @@ def run_scenario(sc, kind, out_dir, results):
                 broker.start(fresh=False)
             else:
                 cold = None  # memory storage: nothing to read from disk
-        cpu_before = broker.cpu_seconds()
+        cpu_before, steal_before = broker.cpu_seconds(), steal_seconds()
         result = bench(sc["measure"]["mode"], topic, broker.port, args, out_dir / f"{name}-{kind}.json")
-        cpu_after = broker.cpu_seconds()
+        cpu_after, steal_after = broker.cpu_seconds(), steal_seconds()
         if cpu_before is not None and cpu_after is not None:
             result["broker_cpu_seconds"] = cpu_after - cpu_before
+        if steal_before is not None and steal_after is not None:
+            result["steal_seconds"] = round(steal_after - steal_before, 2)
         result["cold_cache"] = cold
         (out_dir / f"{name}-{kind}.json").write_text(json.dumps(result, indent=2))
         return result
@@ -189,8 +203,8 @@ def table(scenarios, results, limits, peer):
         f"({limits['loopback_gbit_one_stream'] * 125:.0f} MB/s) one stream; memcpy {limits['memcpy_gb_per_sec']} GB/s.",
         "",
         "| scenario | figure | Ferrite | limit | Ferrite / limit | peer (Tansu) | Ferrite / peer | Ferrite p99 ack/e2e ms "
-        "| broker CPU s/GB Ferrite | peer | Ferrite / peer CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| broker CPU s/GB Ferrite | peer | Ferrite / peer CPU | steal s Ferrite / peer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in scenarios:
         f = results.get((sc["name"], "ferrite"))
@@ -221,8 +235,10 @@ def table(scenarios, results, limits, peer):
         fc, pc = cpu_per_gb(f), cpu_per_gb(p) if peer else None
         cpu_cells = " | ".join("—" if v is None else f"{v:.2f}" for v in (fc, pc))
         cpu_ratio = f"{fc / pc:.2f}×" if fc is not None and pc else "—"
+        steal = lambda r: r.get("steal_seconds") if r and "failed" not in r else None
+        steal_cell = " / ".join("—" if v is None else f"{v:.2f}" for v in (steal(f), steal(p) if peer else None))
         lines.append(f"| {name} | {figure_name} | {fmt(fv)} | {lim_cell} | {ratio_lim} | {peer_cell} | {ratio_peer} | {lat} "
-                     f"| {cpu_cells} | {cpu_ratio} |")
+                     f"| {cpu_cells} | {cpu_ratio} | {steal_cell} |")
     return "\n".join(lines) + "\n"
 
 

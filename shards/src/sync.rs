@@ -169,13 +169,12 @@ impl FifoGate {
         self.used.get()
     }
 
-    /// Waits for this caller's turn and for room, then holds `units` until `release`.
+    /// Waits for this caller's turn and for room, then holds `units` until `release`. The
+    /// caller's place in line is taken when the returned future is first polled.
     pub fn acquire(&self, units: u64) -> Admission<'_> {
-        let ticket = self.next_ticket.get();
-        self.next_ticket.set(ticket + 1);
         Admission {
             gate: self,
-            ticket,
+            ticket: None,
             units,
             admitted: false,
         }
@@ -207,7 +206,7 @@ impl FifoGate {
 /// that, it leaves the line and lets the next caller through.
 pub struct Admission<'a> {
     gate: &'a FifoGate,
-    ticket: u64,
+    ticket: Option<u64>,
     units: u64,
     admitted: bool,
 }
@@ -217,33 +216,36 @@ impl Future for Admission<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let gate = this.gate;
+        let ticket = *this.ticket.get_or_insert_with(|| {
+            let t = gate.next_ticket.get();
+            gate.next_ticket.set(t + 1);
+            t
+        });
         gate.skip_abandoned();
         let used = gate.used.get();
         let room = used == 0 || used + this.units <= gate.capacity;
-        if gate.serving.get() == this.ticket && room {
+        if gate.serving.get() == ticket && room {
             gate.used.set(used + this.units);
-            gate.serving.set(this.ticket + 1);
-            gate.waiting.borrow_mut().remove(&this.ticket);
+            gate.serving.set(ticket + 1);
+            gate.waiting.borrow_mut().remove(&ticket);
             this.admitted = true;
             // The next caller may fit too.
             gate.wake_head();
             return Poll::Ready(());
         }
-        gate.waiting
-            .borrow_mut()
-            .insert(this.ticket, cx.waker().clone());
+        gate.waiting.borrow_mut().insert(ticket, cx.waker().clone());
         Poll::Pending
     }
 }
 
 impl Drop for Admission<'_> {
     fn drop(&mut self) {
-        if self.admitted {
-            return;
-        }
+        let Some(ticket) = self.ticket.filter(|_| !self.admitted) else {
+            return; // admitted, or never in line
+        };
         let gate = self.gate;
-        gate.waiting.borrow_mut().remove(&self.ticket);
-        gate.abandoned.borrow_mut().insert(self.ticket);
+        gate.waiting.borrow_mut().remove(&ticket);
+        gate.abandoned.borrow_mut().insert(ticket);
         gate.wake_head();
     }
 }
