@@ -86,11 +86,14 @@ pub(crate) async fn flush_locked(inner: &Rc<LogInner>) -> Result<()> {
     };
     sync_data(inner).await?;
     segment::write_indexes(&writes, true).await?;
+    // Stores are serialised by the flush lock, so the file's slots are not raced.
+    let mut file = inner.state.borrow().recovery_point_file;
     point
-        .store(&inner.dir)
+        .store(&inner.dir, &mut file)
         .await
         .map_err(|e| Error::io("write recovery point", &inner.dir, e))?;
     let mut st = inner.state.borrow_mut();
+    st.recovery_point_file = file;
     if let Some(seg) = st
         .segments
         .iter_mut()

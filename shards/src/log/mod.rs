@@ -181,6 +181,8 @@ pub(crate) struct LogState {
     /// Everything below is on stable storage.
     flushed_offset: i64,
     recovery_point: RecoveryPoint,
+    /// Where the next recovery point store goes (`checkpoint.rs`).
+    recovery_point_file: checkpoint::PointFile,
     unflushed_messages: i64,
     oldest_unflushed_ms: Option<i64>,
     last_checkpoint_ms: i64,

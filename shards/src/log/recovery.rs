@@ -31,9 +31,8 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         .map_err(|e| Error::io("mkdir", dir, e))?;
     super::clean::swap::recover(dir).await?;
     let bases = list_segments(dir).await?;
-    let point = RecoveryPoint::load(dir)
-        .await
-        .filter(|p| bases.contains(&p.segment_base));
+    let (point, recovery_point_file) = RecoveryPoint::load(dir).await;
+    let point = point.filter(|p| bases.contains(&p.segment_base));
     let index_interval = options.config.index_interval_bytes;
     let mut segments = Vec::with_capacity(bases.len().max(1));
     let mut txn_indexes_sound = true;
@@ -103,6 +102,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             end_offset,
             flushed_offset: flushed.min(end_offset),
             recovery_point: point.unwrap_or(RecoveryPoint::start_of(first_base)),
+            recovery_point_file,
             unflushed_messages: 0,
             oldest_unflushed_ms: None,
             last_checkpoint_ms: now_ms(),

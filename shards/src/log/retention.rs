@@ -275,6 +275,8 @@ async fn after_truncation(inner: &Rc<LogInner>) -> Result<()> {
         if st.recovery_point.offset > end {
             st.recovery_point =
                 super::checkpoint::RecoveryPoint::start_of(st.segments[0].base_offset);
+            // The stored point is above the new end: no slot may keep it.
+            st.recovery_point_file.must_replace();
         }
         end
     };
