@@ -184,9 +184,17 @@ impl RecoveryPoint {
     pub async fn store(&self, dir: &Path, file: &mut PointFile) -> std::io::Result<()> {
         let seq = file.seq + 1;
         let path = dir.join(FILE_NAME);
-        if file.in_place {
+        let opened = match file.in_place {
+            true => match uring::File::open(&path, libc::O_WRONLY, 0).await {
+                Ok(f) => Some(f),
+                // Removed from under us: written again whole.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            },
+            false => None,
+        };
+        if let Some(f) = opened {
             let slot = (seq % 2) * SLOT_BYTES as u64;
-            let f = uring::File::open(&path, libc::O_WRONLY, 0).await?;
             f.write_all_at(slot, vec![WriteChunk::Owned(self.encode_slot(seq))])
                 .await?;
         } else {
@@ -273,6 +281,10 @@ mod tests {
             point(102).store(dir.path(), &mut file).await.unwrap();
             point(103).store(dir.path(), &mut file).await.unwrap();
             assert_eq!(RecoveryPoint::load(dir.path()).await.0, Some(point(103)));
+            // A file removed from under the log is written again whole.
+            std::fs::remove_file(dir.path().join(FILE_NAME)).unwrap();
+            point(104).store(dir.path(), &mut file).await.unwrap();
+            assert_eq!(RecoveryPoint::load(dir.path()).await.0, Some(point(104)));
         });
     }
 }
