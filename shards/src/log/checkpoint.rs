@@ -184,14 +184,15 @@ impl RecoveryPoint {
     pub async fn store(&self, dir: &Path, file: &mut PointFile) -> std::io::Result<()> {
         let seq = file.seq + 1;
         let path = dir.join(FILE_NAME);
-        let opened = match file.in_place {
-            true => match uring::File::open(&path, libc::O_WRONLY, 0).await {
+        let opened = if file.in_place {
+            match uring::File::open(&path, libc::O_WRONLY, 0).await {
                 Ok(f) => Some(f),
                 // Removed from under us: written again whole.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(e),
-            },
-            false => None,
+            }
+        } else {
+            None
         };
         if let Some(f) = opened {
             let slot = (seq % 2) * SLOT_BYTES as u64;
