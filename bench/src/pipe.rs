@@ -210,15 +210,28 @@ fn read_responses(
 ) {
     let mut local = Local::default();
     while let Ok(frame) = read_frame(&mut read) {
-        let Some(s) = sent.0.lock().expect("pipe lock").pop_front() else {
+        // The request stays in the queue until its parts are acknowledged, counted or queued
+        // for a retry: `drain` waits for an empty queue and then for an empty retry queue, so
+        // a part between the two would be lost to both.
+        let taken = sent.0.lock().expect("pipe lock").front_mut().map(|s| Sent {
+            version: s.version,
+            parts: std::mem::take(&mut s.parts),
+            sent_at: s.sent_at,
+            may_retry: s.may_retry,
+        });
+        let Some(s) = taken else {
             break;
         };
-        sent.1.notify_all();
+        let answered = || {
+            sent.0.lock().expect("pipe lock").pop_front();
+            sent.1.notify_all();
+        };
         let now = Instant::now();
         local.record_request(now.saturating_duration_since(s.sent_at));
         let Ok((_, resp)) = decode_response::<ProduceRequest>(s.version, frame) else {
             let lost: usize = s.parts.iter().map(|p| p.due.len()).sum();
             stats.error(-1, lost as u64);
+            answered();
             continue;
         };
         let code_of = |partition: i32| {
@@ -249,6 +262,16 @@ fn read_responses(
             }
         }
         local.merge_into(stats, false);
+        answered();
+    }
+    // The connection ended with requests unanswered: their records are lost, not left out.
+    let unanswered: Vec<Sent> = sent.0.lock().expect("pipe lock").drain(..).collect();
+    sent.1.notify_all();
+    for s in unanswered {
+        let lost: usize = s.parts.iter().map(|p| p.due.len()).sum();
+        if lost > 0 {
+            stats.error(-1, lost as u64);
+        }
     }
     local.merge_into(stats, true);
 }

@@ -93,6 +93,7 @@ fn a_leader_moved_during_a_run_costs_retries_and_no_record() {
     );
     let p = json(&produced);
     assert_eq!(p["errors"], 0, "{p}");
+    assert_eq!(p["messages"], RECORDS, "every record acknowledged: {p}");
     assert!(
         p["produce_retries"].as_u64().unwrap() > 0,
         "the move was felt: {stdout}"
