@@ -155,6 +155,51 @@ fn control_core_pins_the_non_shard_threads() {
     );
 }
 
+/// `inline_write_bytes_max` decides who makes a small write: the shard thread itself by
+/// default, the ring's worker threads when it is 0. The records read back either way, also
+/// after a restart.
+#[test]
+fn small_writes_are_made_by_the_shard_thread_unless_the_limit_is_zero() {
+    for limit in [65_536, 0] {
+        let (mut broker, _dir) = start_with_tuning(
+            &format!("[shards]\ncores = [0]\ninline_write_bytes_max = {limit}\n"),
+            &["--cores", "1"],
+        );
+        let input: Vec<String> = (0..200).map(|i| format!("inline-{i:03}")).collect();
+        let mut stdin = input.join("\n").into_bytes();
+        stdin.push(b'\n');
+        common::kcat(&broker, &["-t", "written", "-P"], Some(&stdin));
+        let (_, metrics) = common::http_get(&broker.metrics_addr, "/metrics");
+        let count = |name: &str| -> u64 {
+            let prefix = format!("{name}{{shard=\"0\"}} ");
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .unwrap_or_else(|| panic!("{name} in {metrics}"))
+                .parse()
+                .unwrap()
+        };
+        let (inline, ring) = (
+            count("ferrite_shard_inline_writes_total"),
+            count("ferrite_shard_ring_writes_total"),
+        );
+        if limit > 0 {
+            assert!(
+                inline > 0 && ring == 0,
+                "limit {limit}: {inline} inline, {ring} ring"
+            );
+        } else {
+            assert!(
+                inline == 0 && ring > 0,
+                "limit 0: {inline} inline, {ring} ring"
+            );
+        }
+        broker.stop();
+        broker.restart();
+        assert_eq!(common::kcat_consume(&broker, "written", "%s\n"), input);
+    }
+}
+
 /// `uring_entries` sizes each shard's own ring (seen in the ring's fdinfo) and the socket buffer
 /// sizes reach client connections (seen by `ss`, which shows the kernel's doubled values).
 #[test]

@@ -76,6 +76,10 @@ impl Histogram {
 pub struct ShardIo {
     /// fdatasync and fsync calls and how long each took.
     pub syncs: Histogram,
+    /// Writes the shard thread made itself (`pwritev`, small writes).
+    pub inline_writes: Cell<u64>,
+    /// Writes handed to the io_uring ring (and from there to its worker threads).
+    pub ring_writes: Cell<u64>,
 }
 
 thread_local! {

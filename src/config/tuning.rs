@@ -39,6 +39,9 @@ pub struct ShardSettings {
     pub writer: WriterTuning,
     /// Entries of the shard's io_uring ring (operations the kernel holds at once).
     pub uring_entries: u32,
+    /// Buffered writes of at most this many bytes are made by the shard thread itself;
+    /// larger ones go through the ring to its worker threads. 0 sends every write there.
+    pub inline_write_bytes_max: usize,
     /// SO_SNDBUF / SO_RCVBUF of client connections; 0 leaves the kernel's autotuning.
     pub socket_send_buffer_bytes: usize,
     pub socket_receive_buffer_bytes: usize,
@@ -53,6 +56,7 @@ impl Default for ShardSettings {
             connection_inflight_max: 64,
             writer: WriterTuning::default(),
             uring_entries: 256,
+            inline_write_bytes_max: 1 << 20,
             socket_send_buffer_bytes: 0,
             socket_receive_buffer_bytes: 0,
         }
@@ -113,6 +117,12 @@ const SHARD_FIELDS: &[NumericField] = &[
         min: 16,
         max: 4096,
         set: |s, v| s.uring_entries = v as u32,
+    },
+    NumericField {
+        name: "inline_write_bytes_max",
+        min: 0,
+        max: 256 * MIB,
+        set: |s, v| s.inline_write_bytes_max = v as usize,
     },
     NumericField {
         name: "socket_send_buffer_bytes",

@@ -225,6 +225,20 @@ fn engine(e: &mut Exposition, shard: &Shard, id: &str) {
             cache.used_bytes() as f64,
         );
     }
+    let (inline_writes, ring_writes) =
+        with_shard_io(|io| (io.inline_writes.get(), io.ring_writes.get()));
+    e.counter(
+        "ferrite_shard_inline_writes_total",
+        "Buffered writes the shard thread made itself (at most inline_write_bytes_max).",
+        s,
+        inline_writes,
+    );
+    e.counter(
+        "ferrite_shard_ring_writes_total",
+        "Writes handed to the shard's io_uring ring (buffered ones run on its worker threads).",
+        s,
+        ring_writes,
+    );
     let syncs = with_shard_io(|io| io.syncs.snapshot());
     e.histogram(
         "ferrite_fsync_duration_seconds",

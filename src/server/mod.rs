@@ -226,6 +226,7 @@ async fn run_shard(
     } = start;
     let id = endpoints.shard();
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
+    ferrite_shards::uring::set_inline_write_max(config.shard(id.0).inline_write_bytes_max);
     let shard = Rc::new(Shard::new(
         id,
         config.clone(),

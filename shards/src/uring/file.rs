@@ -4,7 +4,7 @@
 //! segment's `File` to the shard serving a fetch; each shard submits to its own ring.
 
 use super::ops::{check, iovecs_after, WriteChunk};
-use super::Ring;
+use super::{inline_write_max, Ring};
 use io_uring::{opcode, types};
 use std::ffi::CString;
 use std::io;
@@ -110,9 +110,29 @@ impl File {
     }
 
     /// Writes every chunk, in order, starting at `pos`; retries short writes.
+    ///
+    /// A write of at most the shard's inline limit (`set_inline_write_max`) is made by this
+    /// thread with `pwritev`. ext4 refuses non-blocking buffered writes, so io_uring hands
+    /// every buffered write to one of its worker threads: for a small write the wake-up, the
+    /// context switches and the completion cost more than the copy into the page cache
+    /// itself, which the worker would do anyway. A larger write still goes to the ring, where
+    /// the copy runs beside the shard's network work. The inline call can block the shard
+    /// like any buffered write can block its caller (dirty-page throttling, memory reclaim);
+    /// Kafka's request threads make the same call.
     pub async fn write_all_at(&self, pos: u64, chunks: Vec<WriteChunk>) -> io::Result<()> {
         let total: usize = chunks.iter().map(|c| c.as_slice().len()).sum();
         let mut written = 0usize;
+        if total > 0 && total <= inline_write_max() {
+            written = self.write_inline(pos, &chunks, total)?;
+        }
+        crate::stats::with_shard_io(|io| {
+            let path = if written < total {
+                &io.ring_writes
+            } else {
+                &io.inline_writes
+            };
+            path.set(path.get() + 1);
+        });
         let mut chunks = chunks;
         while written < total {
             let iovecs = iovecs_after(&chunks, written);
@@ -134,6 +154,37 @@ impl File {
             written += n;
         }
         Ok(())
+    }
+
+    /// Writes with `pwritev` on this thread until done or until the kernel would block
+    /// (EAGAIN), returning the bytes written; the ring writes the rest.
+    fn write_inline(&self, pos: u64, chunks: &[WriteChunk], total: usize) -> io::Result<usize> {
+        let mut written = 0usize;
+        while written < total {
+            let iovecs = iovecs_after(chunks, written);
+            // SAFETY: the iovecs point into `chunks`, borrowed for the whole call.
+            let n = unsafe {
+                libc::pwritev(
+                    self.as_raw_fd(),
+                    iovecs.as_ptr(),
+                    iovecs.len() as libc::c_int,
+                    (pos + written as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => break,
+                    _ => return Err(e),
+                }
+            }
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
+            }
+            written += n as usize;
+        }
+        Ok(written)
     }
 
     pub async fn fdatasync(&self) -> io::Result<()> {

@@ -44,6 +44,24 @@ pub fn set_ring_entries(entries: u32) {
     RING_ENTRIES.with(|e| e.set(entries.max(1)));
 }
 
+/// Writes of at most this many bytes are made inline by the shard thread unless the shard
+/// sets another limit (`set_inline_write_max`); see `File::write_all_at`.
+const INLINE_WRITE_MAX_DEFAULT: usize = 1 << 20;
+
+thread_local! {
+    static INLINE_WRITE_MAX: Cell<usize> = const { Cell::new(INLINE_WRITE_MAX_DEFAULT) };
+}
+
+/// The largest write this thread makes itself instead of through the ring (the tuning file's
+/// `inline_write_bytes_max`); 0 sends every write through the ring.
+pub fn set_inline_write_max(bytes: usize) {
+    INLINE_WRITE_MAX.with(|m| m.set(bytes));
+}
+
+pub(crate) fn inline_write_max() -> usize {
+    INLINE_WRITE_MAX.with(|m| m.get())
+}
+
 type Keepalive = Box<dyn Any>;
 
 enum Slot {

@@ -109,3 +109,67 @@ fn atomic_write_replaces_the_file() {
         assert!(!path.with_extension("tmp").exists());
     });
 }
+
+/// A write within the inline limit is made by this thread, one above it (or any, with the
+/// limit at 0) by the ring; the bytes land the same either way.
+#[test]
+fn small_writes_are_made_inline_and_large_ones_by_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    run(|| async move {
+        let counts =
+            || crate::stats::with_shard_io(|io| (io.inline_writes.get(), io.ring_writes.get()));
+        let f = File::open_rw(&path).await.unwrap();
+        set_inline_write_max(4096);
+        let before = counts();
+        let small = vec![
+            WriteChunk::Stamp([3u8; 16]),
+            WriteChunk::Owned(vec![4u8; 4080]),
+        ];
+        f.write_all_at(0, small).await.unwrap();
+        assert_eq!(
+            counts(),
+            (before.0 + 1, before.1),
+            "4 KiB at a 4 KiB limit: inline"
+        );
+        f.write_all_at(4096, vec![WriteChunk::Owned(vec![5u8; 4097])])
+            .await
+            .unwrap();
+        assert_eq!(
+            counts(),
+            (before.0 + 1, before.1 + 1),
+            "one byte over: the ring"
+        );
+        set_inline_write_max(0);
+        f.write_all_at(8193, vec![WriteChunk::Owned(vec![6u8; 7])])
+            .await
+            .unwrap();
+        assert_eq!(
+            counts(),
+            (before.0 + 1, before.1 + 2),
+            "limit 0: always the ring"
+        );
+        set_inline_write_max(INLINE_WRITE_MAX_DEFAULT);
+        let back = f.read_at(0, 8200).await.unwrap();
+        assert_eq!(&back[..16], &[3u8; 16]);
+        assert!(back[16..4096].iter().all(|&b| b == 4));
+        assert!(back[4096..8193].iter().all(|&b| b == 5));
+        assert_eq!(&back[8193..], &[6u8; 7]);
+    });
+}
+
+/// An inline write that fails reports the kernel's error, as the ring would.
+#[test]
+fn an_inline_write_to_a_read_only_descriptor_fails_with_ebadf() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"x").unwrap();
+    run(|| async move {
+        let f = File::open_read(&path).await.unwrap();
+        let err = f
+            .write_all_at(0, vec![WriteChunk::Owned(vec![1u8; 10])])
+            .await
+            .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+    });
+}
