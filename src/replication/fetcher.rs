@@ -66,13 +66,36 @@ fn key(p: &Partition) -> Key {
 /// Request entries grouped by topic, in first-seen order (a request lists each topic once).
 fn by_topic<E>(entries: impl IntoIterator<Item = (Arc<str>, E)>) -> Vec<(Arc<str>, Vec<E>)> {
     let mut out: Vec<(Arc<str>, Vec<E>)> = Vec::new();
+    let mut place: HashMap<Arc<str>, usize> = HashMap::new();
     for (topic, entry) in entries {
-        match out.iter_mut().find(|(t, _)| *t == topic) {
-            Some((_, list)) => list.push(entry),
-            None => out.push((topic, vec![entry])),
+        match place.get(&topic) {
+            Some(&i) => out[i].1.push(entry),
+            None => {
+                place.insert(topic.clone(), out.len());
+                out.push((topic, vec![entry]));
+            }
         }
     }
     out
+}
+
+/// The partitions a request named, found by a response entry's topic name and index in
+/// constant time: a response can name every partition this shard follows from the leader, and
+/// a search per entry would make each response cost the square of that.
+struct ByName<'a>(HashMap<&'a str, HashMap<i32, &'a Rc<Partition>>>);
+
+impl<'a> ByName<'a> {
+    fn new(parts: impl IntoIterator<Item = &'a Rc<Partition>>) -> ByName<'a> {
+        let mut map: HashMap<&'a str, HashMap<i32, &'a Rc<Partition>>> = HashMap::new();
+        for p in parts {
+            map.entry(&**p.topic()).or_default().insert(p.index(), p);
+        }
+        ByName(map)
+    }
+
+    fn get(&self, topic: &str, index: i32) -> Option<&'a Rc<Partition>> {
+        self.0.get(topic)?.get(&index).copied()
+    }
 }
 
 fn topic_name(t: &str) -> TopicName {
@@ -169,12 +192,10 @@ async fn truncate_diverged(
             CALL_TIMEOUT,
         )
         .await?;
+    let unchecked = ByName::new(unchecked);
     for t in resp.topics {
         for r in t.partitions {
-            let Some(p) = unchecked
-                .iter()
-                .find(|p| &**p.topic() == t.topic.0.as_str() && p.index() == r.partition)
-            else {
+            let Some(p) = unchecked.get(t.topic.0.as_str(), r.partition) else {
                 continue;
             };
             if ErrorCode::from_code(r.error_code).is_error() {
@@ -257,12 +278,10 @@ async fn fetch_once(
         .call(ApiKey::Fetch, FETCH_VERSION, &req, CALL_TIMEOUT)
         .await?;
     let mut refused = 0;
+    let asked = ByName::new(ready.iter().copied());
     for t in resp.responses {
         for d in t.partitions {
-            let Some(p) = ready
-                .iter()
-                .find(|p| &**p.topic() == t.topic.0.as_str() && p.index() == d.partition_index)
-            else {
+            let Some(p) = asked.get(t.topic.0.as_str(), d.partition_index) else {
                 continue;
             };
             let same_term = asked_in.get(&key(p)) == Some(&p.leader_epoch())
@@ -308,4 +327,30 @@ async fn fetch_once(
         glommio::timer::sleep(BACKOFF).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::by_topic;
+    use std::sync::Arc;
+
+    #[test]
+    fn entries_are_grouped_by_topic_in_first_seen_order() {
+        let t = |name: &str| Arc::<str>::from(name);
+        let grouped = by_topic([
+            (t("b"), 1),
+            (t("a"), 2),
+            (t("b"), 3),
+            (t("c"), 4),
+            (t("a"), 5),
+        ]);
+        assert_eq!(
+            grouped,
+            vec![
+                (t("b"), vec![1, 3]),
+                (t("a"), vec![2, 5]),
+                (t("c"), vec![4])
+            ]
+        );
+    }
 }
