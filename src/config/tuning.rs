@@ -42,6 +42,9 @@ pub struct ShardSettings {
     /// Buffered writes of at most this many bytes are made by the shard thread itself;
     /// larger ones go through the ring to its worker threads. 0 sends every write there.
     pub inline_write_bytes_max: usize,
+    /// A plaintext connection whose last this-many produce and fetch requests named only
+    /// partitions of one other shard moves to that shard; 0 keeps connections where they land.
+    pub connection_move_after_requests: u32,
     /// SO_SNDBUF / SO_RCVBUF of client connections; 0 leaves the kernel's autotuning.
     pub socket_send_buffer_bytes: usize,
     pub socket_receive_buffer_bytes: usize,
@@ -57,6 +60,7 @@ impl Default for ShardSettings {
             writer: WriterTuning::default(),
             uring_entries: 256,
             inline_write_bytes_max: 1 << 20,
+            connection_move_after_requests: 16,
             socket_send_buffer_bytes: 0,
             socket_receive_buffer_bytes: 0,
         }
@@ -123,6 +127,12 @@ const SHARD_FIELDS: &[NumericField] = &[
         min: 0,
         max: 256 * MIB,
         set: |s, v| s.inline_write_bytes_max = v as usize,
+    },
+    NumericField {
+        name: "connection_move_after_requests",
+        min: 0,
+        max: 1_000_000,
+        set: |s, v| s.connection_move_after_requests = v as u32,
     },
     NumericField {
         name: "socket_send_buffer_bytes",

@@ -171,6 +171,15 @@ pub async fn handle(shard: &Shard, req: &Request, body: FetchRequest) -> Respons
         FetchContext::Sessionless | FetchContext::Full => wanted,
     };
     drop(metadata);
+    req.connection.note_owner(super::single_owner(
+        shard,
+        wanted.iter().flat_map(|w| {
+            let topic = w.topic.as_deref();
+            w.partitions
+                .iter()
+                .filter_map(move |p| topic.map(|t| (t, p.0)))
+        }),
+    ));
     let reader = match replica_id {
         id if id >= 0 => Reader::Follower(id),
         _ => Reader::Consumer {

@@ -63,6 +63,7 @@ use crate::security::principal::Principal;
 use crate::security::sasl::Exchange;
 use crate::shard::Shard;
 use bytes::Bytes;
+use ferrite_shards::placement::ShardId;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use std::cell::{Cell, RefCell};
@@ -110,6 +111,9 @@ pub struct ConnectionState {
     /// Who the connection is: `User:ANONYMOUS` until SASL or a client certificate says.
     pub principal: RefCell<Principal>,
     pub sasl: RefCell<SaslState>,
+    /// The shard that owned every partition of this connection's latest produce and fetch
+    /// requests, and how many such requests in a row it owned (see `server::handoff`).
+    owner_streak: Cell<(Option<ShardId>, u32)>,
 }
 
 impl ConnectionState {
@@ -125,6 +129,41 @@ impl ConnectionState {
             listener,
             principal: RefCell::new(Principal::anonymous()),
             sasl: RefCell::new(sasl),
+            owner_streak: Cell::new((None, 0)),
+        }
+    }
+
+    /// The state of an authenticated connection moved here from another shard.
+    pub fn moved(
+        client_host: Rc<str>,
+        listener: Arc<ListenerSecurity>,
+        principal: Principal,
+    ) -> ConnectionState {
+        let state = ConnectionState::new(client_host, listener);
+        if !matches!(&*state.sasl.borrow(), SaslState::NotRequired) {
+            *state.sasl.borrow_mut() = SaslState::Authenticated;
+        }
+        *state.principal.borrow_mut() = principal;
+        state
+    }
+
+    /// Records who owns the partitions a produce or fetch names: `Some(shard)` when one shard
+    /// owns them all, `None` when they are spread (or unknown), which ends the streak.
+    pub fn note_owner(&self, owner: Option<ShardId>) {
+        let (last, count) = self.owner_streak.get();
+        self.owner_streak.set(match owner {
+            Some(s) if last == Some(s) => (last, count.saturating_add(1)),
+            Some(s) => (Some(s), 1),
+            None => (None, 0),
+        });
+    }
+
+    /// The one shard that has owned the partitions of at least `requests` produce and fetch
+    /// requests in a row, when that is not `here`.
+    pub fn owned_elsewhere(&self, here: ShardId, requests: u32) -> Option<ShardId> {
+        match self.owner_streak.get() {
+            (Some(s), count) if s != here && count >= requests => Some(s),
+            _ => None,
         }
     }
 
@@ -146,6 +185,19 @@ impl ConnectionState {
             }
         )
     }
+}
+
+/// The shard that owns every one of `partitions` in the current metadata, if one does.
+pub fn single_owner<'a>(
+    shard: &Shard,
+    mut partitions: impl Iterator<Item = (&'a str, i32)>,
+) -> Option<ShardId> {
+    let metadata = shard.metadata();
+    let (topic, index) = partitions.next()?;
+    let owner = metadata.partition(topic, index)?.shard;
+    partitions
+        .all(|(t, i)| metadata.partition(t, i).is_some_and(|p| p.shard == owner))
+        .then_some(owner)
 }
 
 /// The request as handlers see it.

@@ -70,6 +70,14 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
         |id| authorize::transactional_id(shard, req, Operation::Write, id),
         &record_sets,
     );
+    req.connection.note_owner(super::single_owner(
+        shard,
+        body.topic_data.iter().flat_map(|t| {
+            t.partition_data
+                .iter()
+                .map(move |p| (t.name.0.as_str(), p.index))
+        }),
+    ));
     let mut calls = Vec::new();
     let mut layout = Vec::with_capacity(body.topic_data.len());
     for topic in body.topic_data {

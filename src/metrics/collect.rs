@@ -82,6 +82,12 @@ fn connections(e: &mut Exposition, shard: &Shard, id: &str) {
         st.connections_accepted.get(),
     );
     e.counter(
+        "ferrite_connections_moved_total",
+        "Connections moved to the shard because it owns every partition they produce to or fetch from.",
+        s,
+        st.connections_moved_in.get(),
+    );
+    e.counter(
         "ferrite_tls_handshakes_failed_total",
         "TLS handshakes that failed or timed out on the shard's TLS listeners.",
         s,

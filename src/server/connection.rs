@@ -12,6 +12,7 @@
 //! has authenticated (`handlers::sasl`).
 
 use super::frame::{FrameError, FrameReader};
+use super::handoff::{self, Handoff};
 use super::send::ConnectionWriter;
 use crate::config::ShardSettings;
 use crate::handlers::{self, ConnectionState, Response};
@@ -19,6 +20,7 @@ use crate::protocol::OutChunk;
 use crate::security::listener::ListenerSecurity;
 use crate::security::principal::{self, Principal};
 use crate::shard::Shard;
+use ferrite_shards::placement::ShardId;
 use ferrite_shards::sync::FifoGate;
 use ferrite_shards::uring::socket::SocketFd;
 use futures::future::Either;
@@ -50,17 +52,20 @@ struct InFlight {
 /// How long a client has to finish the TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves one connection from `peer` (its address, when the kernel gave it) on `listener`.
+/// Serves one connection from `peer` (its address, when the kernel gave it) on `listener`
+/// until it ends, or until it is to move to the shard that owns its partitions: then the
+/// handoff for that shard comes back.
 pub async fn serve(
     shard: Rc<Shard>,
     stream: TcpStream,
     peer: Option<SocketAddr>,
     listener: Arc<ListenerSecurity>,
-) {
+) -> Option<Handoff> {
     let client_host: Rc<str> = match peer {
         Some(a) => Rc::from(format!("/{}", a.ip())),
         None => Rc::from("/unknown"),
     };
+    let peer_addr = peer;
     let peer = peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
     let _ = stream.set_nodelay(true);
     let settings = shard.config.shard(shard.id.0).clone();
@@ -69,14 +74,23 @@ pub async fn serve(
         Ok(fd) => fd,
         Err(e) => {
             tracing::warn!(%peer, error = %e, "cannot take the connection's descriptor");
-            return;
+            return None;
         }
     };
     let connection = Rc::new(ConnectionState::new(client_host, listener.clone()));
+    let frames = FrameReader::new(shard.config.broker.socket_request_max_bytes);
     let Some(acceptor) = &listener.tls else {
         let writer = ConnectionWriter::new(fd, shard.config.broker.fetch_zero_copy);
-        run(&shard, stream, writer, connection, &settings, peer).await;
-        return;
+        let moving = run(
+            &shard,
+            stream,
+            writer,
+            connection.clone(),
+            &settings,
+            peer,
+            frames,
+        );
+        return Handoff::of(moving.await?, &connection, peer_addr);
     };
     let handshake = glommio::timer::timeout(TLS_HANDSHAKE_TIMEOUT, async {
         acceptor
@@ -90,7 +104,7 @@ pub async fn serve(
             let failed = &shard.stats.tls_handshakes_failed;
             failed.set(failed.get() + 1);
             tracing::info!(%peer, listener = %listener.name, error = %e, "TLS handshake failed");
-            return;
+            return None;
         }
     };
     if let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
@@ -104,16 +118,57 @@ pub async fn serve(
             }
             Err(dn) => {
                 tracing::info!(%peer, %dn, "no ssl.principal.mapping.rules rule matches the client certificate");
-                return;
+                return None;
             }
         }
     }
     let (reader, writer) = futures::AsyncReadExt::split(tls);
     let writer = ConnectionWriter::tls(fd, writer);
-    run(&shard, reader, writer, connection, &settings, peer).await;
+    // A TLS session's state stays with the shard that holds it: these connections never move.
+    let _ = run(&shard, reader, writer, connection, &settings, peer, frames).await;
+    None
 }
 
-/// Reads requests from `reader` and writes their responses with `writer` until either ends.
+/// Serves, on this shard, a plaintext connection moved here from another shard.
+pub async fn resume(shard: Rc<Shard>, handoff: Handoff) -> Option<Handoff> {
+    let settings = shard.config.shard(shard.id.0).clone();
+    let peer_addr = handoff.peer;
+    let peer = peer_addr
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "?".into());
+    let (stream, fd, connection, buffered) = handoff.open()?;
+    let frames = FrameReader::with_buffered(shard.config.broker.socket_request_max_bytes, buffered);
+    let writer = ConnectionWriter::new(fd, shard.config.broker.fetch_zero_copy);
+    let moving = run(
+        &shard,
+        stream,
+        writer,
+        connection.clone(),
+        &settings,
+        peer,
+        frames,
+    );
+    Handoff::of(moving.await?, &connection, peer_addr)
+}
+
+/// Why the reader stopped.
+enum ReaderEnd {
+    /// The connection ends, for this reason.
+    Close(String),
+    /// The connection moves to the shard that owns its partitions (`handoff`).
+    Move(ShardId),
+}
+
+/// A connection whose reader stopped to move it, with every response written.
+pub struct Moving {
+    pub target: ShardId,
+    pub writer: ConnectionWriter,
+    pub frames: FrameReader,
+}
+
+/// Reads requests from `reader` and writes their responses with `writer` until either ends,
+/// or until the reader stops to move the connection: then, once the writer has sent every
+/// response, what the move needs comes back, with the socket left open.
 async fn run<R: futures::AsyncRead + Unpin>(
     shard: &Rc<Shard>,
     reader: R,
@@ -121,12 +176,31 @@ async fn run<R: futures::AsyncRead + Unpin>(
     connection: Rc<ConnectionState>,
     settings: &ShardSettings,
     peer: String,
-) {
+    mut frames: FrameReader,
+) -> Option<Moving> {
     let (tx, rx) = local_channel::new_bounded(settings.connection_inflight_max);
     let write_task = glommio::spawn_local(write_responses(shard.clone(), writer, rx, peer.clone()));
-    let why = read_requests(shard, reader, tx, connection).await;
-    tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
-    write_task.await;
+    let end = read_requests(shard, reader, tx, connection, &mut frames).await;
+    // The writer ends once it has sent the response of every request read.
+    let writer = write_task.await;
+    match (end, writer) {
+        (ReaderEnd::Move(target), Some(writer)) => Some(Moving {
+            target,
+            writer,
+            frames,
+        }),
+        (end, writer) => {
+            let why = match end {
+                ReaderEnd::Close(why) => why,
+                ReaderEnd::Move(_) => "the writer closed the connection".into(),
+            };
+            tracing::debug!(shard = %shard.id, %peer, reason = %why, "connection reader done");
+            if let Some(writer) = writer {
+                writer.fd().shutdown();
+            }
+            None
+        }
+    }
 }
 
 /// The tuning file's socket buffer sizes; 0 leaves the kernel's autotuning alone.
@@ -160,13 +234,16 @@ async fn read_requests<R: futures::AsyncRead + Unpin>(
     mut stream: R,
     tx: LocalSender<InFlight>,
     connection: Rc<ConnectionState>,
-) -> String {
+    frames: &mut FrameReader,
+) -> ReaderEnd {
     let broker = &shard.config.broker;
-    let mut frames = FrameReader::new(broker.socket_request_max_bytes);
     let idle = Duration::from_millis(broker.connections_max_idle_ms as u64);
     loop {
         if shard.is_shutting_down() {
-            return "broker shutting down".into();
+            return ReaderEnd::Close("broker shutting down".into());
+        }
+        if let Some(target) = handoff::target(shard, &connection) {
+            return ReaderEnd::Move(target);
         }
         // Before authentication a frame is a SASL request or token: Kafka bounds those by
         // sasl.server.max.receive.size, far below socket.request.max.bytes.
@@ -176,9 +253,9 @@ async fn read_requests<R: futures::AsyncRead + Unpin>(
         } else {
             broker.sasl_max_receive_bytes
         });
-        let size = match next_size(shard, &mut frames, &mut stream, idle).await {
+        let size = match next_size(shard, frames, &mut stream, idle).await {
             Ok(size) => size,
-            Err(e) => return e.to_string(),
+            Err(e) => return ReaderEnd::Close(e.to_string()),
         };
         // Wait for room in the shard's request budget before reading the body.
         let units = (size as u64).max(1);
@@ -189,7 +266,7 @@ async fn read_requests<R: futures::AsyncRead + Unpin>(
         };
         let frame = match frames.body(&mut stream, size).await {
             Ok(f) => f,
-            Err(e) => return e.to_string(),
+            Err(e) => return ReaderEnd::Close(e.to_string()),
         };
         let stats = &shard.stats;
         stats.bytes_in.set(stats.bytes_in.get() + 4 + size as u64);
@@ -228,7 +305,7 @@ async fn read_requests<R: futures::AsyncRead + Unpin>(
             .await
             .is_err()
         {
-            return "the writer closed the connection".into();
+            return ReaderEnd::Close("the writer closed the connection".into());
         }
         if let Some(done) = done {
             let _ = done.await;
@@ -272,13 +349,21 @@ async fn next_size<R: futures::AsyncRead + Unpin>(
     }
 }
 
+/// Sends each response in request order. Returns the writer when the reader ended the
+/// connection's requests (the socket still open); after a failed send or a response that
+/// closes the connection, shuts the socket down (which wakes a reader blocked on it) and
+/// returns nothing.
 async fn write_responses(
     shard: Rc<Shard>,
     mut writer: ConnectionWriter,
     rx: LocalReceiver<InFlight>,
     peer: String,
-) {
-    while let Some(in_flight) = rx.recv().await {
+) -> Option<ConnectionWriter> {
+    loop {
+        let Some(in_flight) = rx.recv().await else {
+            // The reader is done and every response is out.
+            return Some(writer);
+        };
         let chunks = match in_flight.response.await {
             Some(Response::Frame(f)) => vec![OutChunk::Bytes(f)],
             Some(Response::Chunks(c)) => c,
@@ -309,4 +394,5 @@ async fn write_responses(
     // Wakes the reader if it is blocked on the socket.
     writer.fd().shutdown();
     drop(rx);
+    None
 }

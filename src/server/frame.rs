@@ -38,6 +38,19 @@ impl FrameReader {
         }
     }
 
+    /// A reader that starts with `buffered`, bytes already taken off the socket (a connection
+    /// moved from another shard with part of its next request read).
+    pub fn with_buffered(max_frame_bytes: usize, buffered: BytesMut) -> FrameReader {
+        let mut reader = FrameReader::new(max_frame_bytes);
+        reader.buf.extend_from_slice(&buffered);
+        reader
+    }
+
+    /// The bytes read from the socket and not yet handed out as a frame.
+    pub fn into_buffered(self) -> BytesMut {
+        self.buf
+    }
+
     /// The largest frame accepted from now on.
     pub fn set_max_frame_bytes(&mut self, max: usize) {
         self.max_frame_bytes = max;

@@ -10,6 +10,7 @@
 pub mod claims;
 pub mod connection;
 pub mod frame;
+mod handoff;
 mod metrics_endpoint;
 pub mod send;
 
@@ -451,10 +452,10 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
         let security = security.clone();
         glommio::spawn_local(tracing::Instrument::instrument(
             async move {
-                connection::serve(shard.clone(), stream, peer, security).await;
-                drop(slot);
+                let moving = connection::serve(shard.clone(), stream, peer, security).await;
                 let open = &shard.stats.connections_open;
                 open.set(open.get() - 1);
+                handoff::finish(&shard, moving, slot).await;
             },
             span,
         ))

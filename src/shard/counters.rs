@@ -17,6 +17,8 @@ use std::time::Duration;
 pub struct ShardStats {
     pub connections_accepted: Cell<u64>,
     pub connections_open: Cell<u64>,
+    /// Connections moved here from another shard because this one owns their partitions.
+    pub connections_moved_in: Cell<u64>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
     /// TLS handshakes that failed or timed out (a plaintext client on a TLS port, a bad or
