@@ -139,12 +139,17 @@ impl ConnectionState {
         listener: Arc<ListenerSecurity>,
         principal: Principal,
     ) -> ConnectionState {
-        let state = ConnectionState::new(client_host, listener);
-        if !matches!(&*state.sasl.borrow(), SaslState::NotRequired) {
-            *state.sasl.borrow_mut() = SaslState::Authenticated;
+        // Only authenticated connections move (`server::handoff::target`).
+        let sasl = if listener.protocol.uses_sasl() {
+            SaslState::Authenticated
+        } else {
+            SaslState::NotRequired
+        };
+        ConnectionState {
+            sasl: RefCell::new(sasl),
+            principal: RefCell::new(principal),
+            ..ConnectionState::new(client_host, listener)
         }
-        *state.principal.borrow_mut() = principal;
-        state
     }
 
     /// Records who owns the partitions a produce or fetch names: `Some(shard)` when one shard

@@ -126,7 +126,12 @@ pub async fn finish(shard: &Shard, next: Option<Handoff>, slot: ConnectionSlot) 
     };
     let target = handoff.target;
     let sent = routing::on_shard(shard, target, move |s| async move {
-        glommio::spawn_local(adopt(s, handoff, slot)).detach();
+        let span = super::connection_span(handoff.peer);
+        glommio::spawn_local(tracing::Instrument::instrument(
+            adopt(s, handoff, slot),
+            span,
+        ))
+        .detach();
     })
     .await;
     if sent.is_none() {

@@ -445,10 +445,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
         stats.connections_open.set(stats.connections_open.get() + 1);
         let shard = shard.clone();
         let peer = stream.peer_addr().ok();
-        let span = match peer {
-            Some(addr) => tracing::info_span!("conn", peer = %addr),
-            None => tracing::info_span!("conn", peer = "?"),
-        };
+        let span = connection_span(peer);
         let security = security.clone();
         glommio::spawn_local(tracing::Instrument::instrument(
             async move {
@@ -460,6 +457,14 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
             span,
         ))
         .detach();
+    }
+}
+
+/// The span every event of one client connection is logged in, on whichever shard serves it.
+pub(crate) fn connection_span(peer: Option<std::net::SocketAddr>) -> tracing::Span {
+    match peer {
+        Some(addr) => tracing::info_span!("conn", peer = %addr),
+        None => tracing::info_span!("conn", peer = "?"),
     }
 }
 
