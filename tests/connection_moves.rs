@@ -29,6 +29,28 @@ fn moved(broker: &Broker) -> u64 {
     counter(broker, "ferrite_connections_moved_total", "")
 }
 
+/// One kcat producer (one connection) sending `records` records "p{producer}-{i}" to
+/// partition 0 of `topic`, one record per batch, several requests in flight.
+fn produce_one_record_batches(broker: &Broker, topic: &str, producer: usize, records: usize) {
+    let lines: Vec<String> = (0..records).map(|i| format!("p{producer}-{i}")).collect();
+    let stdin = format!("{}\n", lines.join("\n"));
+    common::kcat(
+        broker,
+        &[
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-P",
+            "-X",
+            "batch.num.messages=1",
+            "-X",
+            "linger.ms=0",
+        ],
+        Some(stdin.as_bytes()),
+    );
+}
+
 /// Pipelining librdkafka producers (kcat, one-record batches, several requests in flight) to
 /// one partition: each connection that lands on the other shard moves to the owner after its
 /// first `connection_move_after_requests` requests, with the bytes of the requests already in
@@ -45,24 +67,7 @@ fn kcat_producers_move_to_the_partitions_shard_and_keep_their_order() {
             producers < 40,
             "no connection moved in {producers} producers"
         );
-        let lines: Vec<String> = (0..RECORDS).map(|i| format!("p{producers}-{i}")).collect();
-        let mut stdin = lines.join("\n").into_bytes();
-        stdin.push(b'\n');
-        common::kcat(
-            &broker,
-            &[
-                "-t",
-                "moved",
-                "-p",
-                "0",
-                "-P",
-                "-X",
-                "batch.num.messages=1",
-                "-X",
-                "linger.ms=0",
-            ],
-            Some(&stdin),
-        );
+        produce_one_record_batches(&broker, "moved", producers, RECORDS);
         producers += 1;
     }
     let moved = moved(&broker);
@@ -114,24 +119,7 @@ fn kafka_python_connections_follow_their_partitions_between_shards() {
 fn connections_stay_where_they_land_when_moving_is_off() {
     let (broker, _dir) = two_shards("connection_move_after_requests = 0\n");
     for p in 0..6 {
-        let lines: Vec<String> = (0..100).map(|i| format!("p{p}-{i}")).collect();
-        let mut stdin = lines.join("\n").into_bytes();
-        stdin.push(b'\n');
-        common::kcat(
-            &broker,
-            &[
-                "-t",
-                "stays",
-                "-p",
-                "0",
-                "-P",
-                "-X",
-                "batch.num.messages=1",
-                "-X",
-                "linger.ms=0",
-            ],
-            Some(&stdin),
-        );
+        produce_one_record_batches(&broker, "stays", p, 100);
     }
     let moved = moved(&broker);
     assert_eq!(moved, 0);

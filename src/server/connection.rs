@@ -66,7 +66,7 @@ pub async fn serve(
         None => Rc::from("/unknown"),
     };
     let peer_addr = peer;
-    let peer = peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
+    let peer = peer_name(peer);
     let _ = stream.set_nodelay(true);
     let settings = shard.config.shard(shard.id.0).clone();
     set_buffer_sizes(&stream, &settings);
@@ -80,17 +80,7 @@ pub async fn serve(
     let connection = Rc::new(ConnectionState::new(client_host, listener.clone()));
     let frames = FrameReader::new(shard.config.broker.socket_request_max_bytes);
     let Some(acceptor) = &listener.tls else {
-        let writer = ConnectionWriter::new(fd, shard.config.broker.fetch_zero_copy);
-        let moving = run(
-            &shard,
-            stream,
-            writer,
-            connection.clone(),
-            &settings,
-            peer,
-            frames,
-        );
-        return Handoff::of(moving.await?, &connection, peer_addr);
+        return serve_plaintext(&shard, stream, fd, connection, peer_addr, frames).await;
     };
     let handshake = glommio::timer::timeout(TLS_HANDSHAKE_TIMEOUT, async {
         acceptor
@@ -131,24 +121,39 @@ pub async fn serve(
 
 /// Serves, on this shard, a plaintext connection moved here from another shard.
 pub async fn resume(shard: Rc<Shard>, handoff: Handoff) -> Option<Handoff> {
-    let settings = shard.config.shard(shard.id.0).clone();
-    let peer_addr = handoff.peer;
-    let peer = peer_addr
-        .map(|a| a.to_string())
-        .unwrap_or_else(|| "?".into());
+    let peer = handoff.peer;
     let (stream, fd, connection, buffered) = handoff.open()?;
     let frames = FrameReader::with_buffered(shard.config.broker.socket_request_max_bytes, buffered);
+    serve_plaintext(&shard, stream, fd, connection, peer, frames).await
+}
+
+/// Serves a plaintext connection on this shard, newly accepted or moved here, until it ends or
+/// is to move on (then its handoff comes back).
+async fn serve_plaintext(
+    shard: &Rc<Shard>,
+    stream: TcpStream,
+    fd: SocketFd,
+    connection: Rc<ConnectionState>,
+    peer: Option<SocketAddr>,
+    frames: FrameReader,
+) -> Option<Handoff> {
+    let settings = shard.config.shard(shard.id.0).clone();
     let writer = ConnectionWriter::new(fd, shard.config.broker.fetch_zero_copy);
     let moving = run(
-        &shard,
+        shard,
         stream,
         writer,
         connection.clone(),
         &settings,
-        peer,
+        peer_name(peer),
         frames,
     );
-    Handoff::of(moving.await?, &connection, peer_addr)
+    Handoff::of(moving.await?, &connection, peer)
+}
+
+/// The peer's address as logs show it.
+fn peer_name(peer: Option<SocketAddr>) -> String {
+    peer.map(|a| a.to_string()).unwrap_or_else(|| "?".into())
 }
 
 /// Why the reader stopped.

@@ -41,9 +41,10 @@ impl FrameReader {
     /// A reader that starts with `buffered`, bytes already taken off the socket (a connection
     /// moved from another shard with part of its next request read).
     pub fn with_buffered(max_frame_bytes: usize, buffered: BytesMut) -> FrameReader {
-        let mut reader = FrameReader::new(max_frame_bytes);
-        reader.buf.extend_from_slice(&buffered);
-        reader
+        FrameReader {
+            buf: buffered,
+            max_frame_bytes,
+        }
     }
 
     /// The bytes read from the socket and not yet handed out as a frame.
