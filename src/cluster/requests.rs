@@ -96,13 +96,14 @@ pub enum Request {
         unclean: bool,
         reply: oneshot::Sender<Result<(), String>>,
     },
-    /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`.
+    /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`; answers
+    /// the partition epoch the change made.
     UpdateIsr {
         topic: String,
         partition: i32,
         leader_epoch: i32,
         isr: Vec<i32>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<Result<i32, String>>,
     },
 }
 
@@ -395,7 +396,8 @@ pub async fn add_partitions(
 }
 
 /// Sets the ISR in the partition state by a conditional update, refused unless `leader` still
-/// leads the partition in `leader_epoch`.
+/// leads the partition in `leader_epoch`. Answers the state's version after the write (the
+/// partition epoch).
 pub async fn update_isr(
     client: &Client,
     leader: i32,
@@ -403,7 +405,7 @@ pub async fn update_isr(
     partition: i32,
     leader_epoch: i32,
     isr: Vec<i32>,
-) -> Result<(), String> {
+) -> Result<i32, String> {
     let path = znodes::partition_state_path(topic, partition);
     let (bytes, stat) = client.get_data(&path).await.map_err(|e| e.to_string())?;
     let mut state: znodes::PartitionState = znodes::decode(&path, &bytes)?;
@@ -414,11 +416,24 @@ pub async fn update_isr(
         ));
     }
     state.isr = isr;
-    client
+    match client
         .set_data(&path, &znodes::encode(&state), Some(stat.version))
         .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    {
+        Ok(written) => Ok(written.version),
+        Err(e @ Error::BadVersion) => Err(e.to_string()),
+        // A lost connection leaves it unknown whether the write landed; the leader must not
+        // take it as refused if it did (the joining followers would stop holding the high
+        // watermark while the controller may elect them), so the state is read again.
+        Err(e) => match client.get_data(&path).await {
+            Ok((bytes, now))
+                if znodes::decode::<znodes::PartitionState>(&path, &bytes)? == state =>
+            {
+                Ok(now.version)
+            }
+            _ => Err(e.to_string()),
+        },
+    }
 }
 
 pub async fn take_producer_ids(client: &Client, broker: i32) -> Result<(i64, i64), String> {

@@ -262,9 +262,9 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
                 .partitions
                 .iter()
                 .map(|(&index, zp)| {
-                    let (leader, leader_epoch, isr) = match &zp.state {
-                        Some((s, _)) => (s.leader, s.leader_epoch, s.isr.clone()),
-                        None => (-1, 0, Vec::new()),
+                    let (leader, leader_epoch, partition_epoch, isr) = match &zp.state {
+                        Some((s, version)) => (s.leader, s.leader_epoch, *version, s.isr.clone()),
+                        None => (-1, 0, 0, Vec::new()),
                     };
                     let leader = if fenced && leader == node_id {
                         -1
@@ -276,6 +276,7 @@ pub fn metadata_of(tree: &ZkTree, node_id: i32, shards: usize, fenced: bool) -> 
                         shard: ShardId(super::shard_for(name, index, shards)),
                         leader,
                         leader_epoch,
+                        partition_epoch,
                         replicas: zp.replicas.clone(),
                         isr,
                     }

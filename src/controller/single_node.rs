@@ -39,6 +39,7 @@ pub(super) async fn create_topics(
                             shard: s,
                             leader: node,
                             leader_epoch: 0,
+                            partition_epoch: 0,
                             replicas: vec![node],
                             isr: vec![node],
                         })
@@ -137,6 +138,7 @@ pub(super) async fn create_partitions(
             shard: s,
             leader: node,
             leader_epoch: 0,
+            partition_epoch: 0,
             replicas: vec![node],
             isr: vec![node],
         });

@@ -109,6 +109,7 @@ fn preview(plan: &PlannedTopic) -> TopicInfo {
                 shard: ferrite_shards::placement::ShardId(0),
                 leader: r.first().copied().unwrap_or(-1),
                 leader_epoch: 0,
+                partition_epoch: 0,
                 replicas: r.clone(),
                 isr: r.clone(),
             })

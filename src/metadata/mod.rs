@@ -62,6 +62,10 @@ pub struct PartitionInfo {
     pub shard: ShardId,
     pub leader: i32,
     pub leader_epoch: i32,
+    /// Kafka's partition epoch: in ZooKeeper mode the version of the partition's state znode,
+    /// which every leader or ISR change bumps, so a leader can tell metadata older than its
+    /// own ISR change from newer (0 without ZooKeeper, where nothing changes it).
+    pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
 }

@@ -122,6 +122,7 @@ pub fn load(data_dir: &Path, node: &BrokerInfo, shards: usize) -> std::io::Resul
                 shard: ShardId(p.shard),
                 leader: node.node_id,
                 leader_epoch: 0,
+                partition_epoch: 0,
                 replicas: vec![node.node_id],
                 isr: vec![node.node_id],
             })
@@ -427,6 +428,7 @@ mod tests {
                     shard: ShardId(i as usize),
                     leader: 0,
                     leader_epoch: 0,
+                    partition_epoch: 0,
                     replicas: vec![0],
                     isr: vec![0],
                 })

@@ -91,6 +91,9 @@ async fn update_isrs(
             }
         }
         asked.insert(k, (isr.clone(), std::time::Instant::now()));
+        // From here until the metadata shows the change, the followers it adds hold the high
+        // watermark: the controller may elect them as soon as the write lands.
+        p.begin_isr_change(&isr);
         let (topic, index, epoch) = (p.topic().to_string(), p.index(), p.leader_epoch());
         let result = zk
             .call(|reply| Request::UpdateIsr {
@@ -102,11 +105,18 @@ async fn update_isrs(
             })
             .await;
         match result {
-            Some(Ok(())) => tracing::info!(%topic, partition = index, ?isr, "ISR changed"),
-            Some(Err(e)) => {
-                tracing::warn!(%topic, partition = index, error = %e, "ISR change refused")
+            Some(Ok(partition_epoch)) => {
+                tracing::info!(%topic, partition = index, ?isr, partition_epoch, "ISR changed");
+                p.end_isr_change(Some(partition_epoch));
             }
-            None => return,
+            Some(Err(e)) => {
+                tracing::warn!(%topic, partition = index, error = %e, "ISR change refused");
+                p.end_isr_change(None);
+            }
+            None => {
+                p.end_isr_change(None);
+                return;
+            }
         }
     }
 }

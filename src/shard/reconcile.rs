@@ -184,6 +184,7 @@ impl Shard {
         open.set_role(Role {
             node_id: self.config.node_id,
             leader: info.leader,
+            partition_epoch: info.partition_epoch,
             replicas: info.replicas.clone(),
             isr: info.isr.clone(),
         });

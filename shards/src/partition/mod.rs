@@ -4,6 +4,7 @@
 //! Lives on: the shard that owns the partition (see the placement table); other shards reach
 //! it through the router. Nothing here is `Send`.
 
+mod isr_change;
 pub mod producers;
 pub mod replication;
 

@@ -5,7 +5,8 @@
 //! own included) and only moves up; consumers read below it and acks=all waits for it. A
 //! follower that has not reached the leader's log end for `replica.lag.time.max.ms` should
 //! leave the ISR, and one that has caught up to the high watermark should join it: the broker
-//! asks ZooKeeper for those changes, and the new ISR comes back through the metadata.
+//! asks ZooKeeper for those changes, and the new ISR comes back through the metadata. Until it
+//! does, followers the asked change adds count for the high watermark too (`isr_change`).
 //!
 //! A follower's high watermark is the leader's, capped at its own log end.
 
@@ -20,6 +21,8 @@ use std::collections::HashMap;
 pub struct Role {
     pub node_id: i32,
     pub leader: i32,
+    /// The partition epoch of the metadata this role came from (`isr_change`).
+    pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
 }
@@ -69,6 +72,8 @@ pub(super) struct Replication {
     /// `None` until the metadata gives one: the partition then acts as its only replica.
     role: RefCell<Option<Role>>,
     followers: RefCell<HashMap<i32, Progress>>,
+    /// An ISR change asked of ZooKeeper and not yet in the role (`isr_change`).
+    pub(super) pending_isr: RefCell<Option<super::isr_change::PendingIsr>>,
     /// What the high-watermark file holds (read at open, then as last written).
     pub(super) stored_high_watermark: std::cell::Cell<Option<i64>>,
 }
@@ -136,6 +141,7 @@ impl Partition {
             }
         }
         *self.replication.role.borrow_mut() = Some(role);
+        self.settle_isr_change();
         self.recompute_high_watermark();
         // acks=all waiters look again: leadership may be gone.
         self.hw_moved.notify_all();
@@ -226,10 +232,13 @@ impl Partition {
         Ok(read)
     }
 
-    /// Moves the high watermark to the least log end over the ISR (leader only).
+    /// Moves the high watermark to the least log end over the ISR and the followers an asked
+    /// ISR change adds (leader only).
     pub(super) fn recompute_high_watermark(&self) {
         let hw = {
             let role = self.replication.role.borrow();
+            let pending = self.replication.pending_isr.borrow();
+            let joining = pending.iter().flat_map(|change| change.joining.iter());
             let mut hw = self.log.log_end_offset();
             match role.as_ref() {
                 // No role given: the only replica.
@@ -237,7 +246,12 @@ impl Partition {
                 Some(role) if !role.is_leader() => return,
                 Some(role) => {
                     let followers = self.replication.followers.borrow();
-                    for r in role.isr.iter().filter(|&&r| r != role.node_id) {
+                    for r in role
+                        .isr
+                        .iter()
+                        .chain(joining)
+                        .filter(|&&r| r != role.node_id)
+                    {
                         match followers.get(r) {
                             Some(p) if p.log_end >= 0 => hw = hw.min(p.log_end),
                             // An ISR member not heard from yet holds the watermark where it is.
@@ -342,10 +356,11 @@ impl Partition {
     }
 
     /// The ISR the leader should have now, if it differs from the current one: followers that
-    /// have lagged past `lag_ms` leave, followers caught up to the high watermark join.
+    /// have lagged past `lag_ms` leave, followers caught up to the high watermark join. None
+    /// while an asked change is pending.
     pub fn wanted_isr(&self, lag_ms: i64) -> Option<Vec<i32>> {
         let role = self.role();
-        if !role.is_leader() || role.replicas.len() < 2 {
+        if !role.is_leader() || role.replicas.len() < 2 || self.isr_change_pending() {
             return None;
         }
         let followers = self.replication.followers.borrow();

@@ -46,6 +46,7 @@ fn role(leader: i32, isr: Vec<i32>) -> Role {
     Role {
         node_id: 1,
         leader,
+        partition_epoch: 0,
         replicas: vec![1, 2],
         isr,
     }
@@ -188,5 +189,97 @@ fn a_stored_high_watermark_is_where_a_restarted_replica_starts() {
         );
         assert_eq!(p.log().log_end_offset(), 5);
         p.close().await.unwrap();
+    });
+}
+
+/// Broker 1 leading in epoch 5 alone in the ISR, broker 2 caught up at the log end (3) and
+/// asked into the ISR: the change is pending.
+async fn leading_while_2_joins(dir: &Path) -> Rc<Partition> {
+    let p = open(dir).await;
+    p.set_leader_epoch(5);
+    p.set_role(Role {
+        partition_epoch: 10,
+        ..role(1, vec![1])
+    });
+    p.produce(&plain(3, "before")).await.unwrap();
+    p.read_for_follower(2, 5, 3, 1 << 20).await.unwrap();
+    let isr = p.wanted_isr(30_000).expect("broker 2 is caught up");
+    assert_eq!(isr, vec![1, 2]);
+    p.begin_isr_change(&isr);
+    p
+}
+
+#[test]
+fn a_follower_asked_into_the_isr_holds_the_high_watermark_until_the_change_is_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    run(|| async move {
+        let p = leading_while_2_joins(&path).await;
+        assert_eq!(p.wanted_isr(30_000), None, "one change at a time");
+        // Acknowledged now, these would be lost if broker 2, which lacks them, were elected
+        // once the ISR change lands.
+        p.produce(&plain(2, "during")).await.unwrap();
+        assert_eq!(p.high_watermark(), 3, "broker 2 has only 3 records");
+        // ZooKeeper took the change (partition epoch 11); metadata read before it still
+        // names the old ISR and leaves the change pending.
+        p.end_isr_change(Some(11));
+        p.set_role(Role {
+            partition_epoch: 10,
+            ..role(1, vec![1])
+        });
+        p.produce(&plain(1, "stale")).await.unwrap();
+        assert_eq!(p.high_watermark(), 3);
+        assert!(p.isr_change_pending());
+        p.read_for_follower(2, 5, 6, 1 << 20).await.unwrap();
+        assert_eq!(p.high_watermark(), 6, "broker 2 has them all");
+        p.set_role(Role {
+            partition_epoch: 11,
+            ..role(1, vec![1, 2])
+        });
+        assert!(!p.isr_change_pending());
+    });
+}
+
+#[test]
+fn a_refused_isr_change_lets_the_high_watermark_go_without_the_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    run(|| async move {
+        let p = leading_while_2_joins(&path).await;
+        p.produce(&plain(2, "during")).await.unwrap();
+        assert_eq!(p.high_watermark(), 3);
+        p.end_isr_change(None);
+        assert!(!p.isr_change_pending());
+        assert_eq!(p.high_watermark(), 5, "the ISR is broker 1 alone");
+    });
+}
+
+#[test]
+fn a_pending_isr_change_ends_with_newer_metadata_or_a_new_leader_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let other_path = dir.path().join("t-1");
+    run(|| async move {
+        // The controller shrank the ISR again after the write (broker 2 died): metadata past
+        // the change's epoch ends it even though broker 2 is not in the ISR.
+        let p = leading_while_2_joins(&path).await;
+        p.end_isr_change(Some(11));
+        p.set_role(Role {
+            partition_epoch: 12,
+            ..role(1, vec![1])
+        });
+        assert!(!p.isr_change_pending());
+        p.produce(&plain(2, "after")).await.unwrap();
+        assert_eq!(p.high_watermark(), 5);
+        p.close().await.unwrap();
+
+        // Leadership moved before ZooKeeper answered: the change is over.
+        let p = leading_while_2_joins(&other_path).await;
+        p.set_leader_epoch(6);
+        p.set_role(Role {
+            partition_epoch: 12,
+            ..role(1, vec![1])
+        });
+        assert!(!p.isr_change_pending());
     });
 }

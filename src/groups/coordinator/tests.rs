@@ -65,6 +65,7 @@ async fn open_offsets(dir: &std::path::Path) -> Rc<Partition> {
     p.set_role(Role {
         node_id: 0,
         leader: 0,
+        partition_epoch: 0,
         replicas: vec![0],
         isr: vec![0],
     });
