@@ -175,3 +175,66 @@ fn an_idle_transactional_id_expires() {
     assert_eq!(json["after"], "TransactionalIdNotFoundError", "{json}");
     assert_eq!(json["listed_after"], serde_json::json!([]));
 }
+
+/// A transactional id whose epochs run out (Kafka's `isProducerEpochExhausted`: epoch
+/// `i16::MAX - 1`) gets a new producer id at epoch 0 on its next InitProducerId (KIP-360's
+/// rotation), and a retry of that init, naming the old id and epoch, gets the same answer.
+#[test]
+fn a_transactional_id_whose_epochs_run_out_gets_a_new_producer_id() {
+    use common::wire::{call, connect};
+    use kafka_protocol::messages::{
+        InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    const COORDINATOR_NOT_READY: [i16; 2] = [14, 15];
+    let broker = Broker::start(&[]);
+    let mut conn = connect(&broker);
+    let init = |conn: &mut _, expected: (i64, i16)| -> InitProducerIdResponse {
+        let body = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("worn"))))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(expected.0))
+            .with_producer_epoch(expected.1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let answer: InitProducerIdResponse = call(
+                conn,
+                kafka_protocol::messages::ApiKey::InitProducerId,
+                4,
+                &body,
+            );
+            if !COORDINATOR_NOT_READY.contains(&answer.error_code)
+                || std::time::Instant::now() > deadline
+            {
+                return answer;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let first = init(&mut conn, (-1, -1));
+    assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+    let pid = first.producer_id.0;
+    let mut current = (pid, 0);
+    for epoch in 1..=i16::MAX - 1 {
+        let answer = init(&mut conn, current);
+        assert_eq!(answer.error_code, 0, "init at epoch {epoch}");
+        assert_eq!((answer.producer_id.0, answer.producer_epoch), (pid, epoch));
+        current = (pid, epoch);
+    }
+    let rotated = init(&mut conn, current);
+    assert_eq!(rotated.error_code, 0);
+    assert_ne!(rotated.producer_id.0, pid, "a new producer id");
+    assert_eq!(rotated.producer_epoch, 0);
+    let retried = init(&mut conn, current);
+    assert_eq!(
+        retried.error_code, 0,
+        "the retry of the rotation is not fenced"
+    );
+    assert_eq!(
+        (retried.producer_id.0, retried.producer_epoch),
+        (rotated.producer_id.0, 0)
+    );
+    // The old producer id with an epoch it never had is fenced.
+    let stale = init(&mut conn, (pid, 5));
+    assert_eq!(stale.error_code, 90, "PRODUCER_FENCED");
+}
