@@ -6,7 +6,8 @@
 #   perf/ab.sh ROUNDS "BENCH ARGS" CONFIG...
 #
 # A CONFIG is the text of a tuning file, with \n for line breaks, optionally followed by
-# "@@" and more bench arguments for that configuration only:
+# "@@" and more bench arguments for that configuration only, and by "##" and the path of
+# another broker binary for it (to compare builds; the default is target/release/ferrite):
 #
 #   perf/ab.sh 3 "produce --partitions 1 --size 100 --duration 10 --warmup 2" \
 #     '[shards]\ninline_write_bytes_max = 0\n' '[shards]\n'
@@ -37,10 +38,12 @@ for round in $(seq 1 "$rounds"); do
   for config in "$@"; do
     n=$((n + 1))
     extra=""
+    binary=target/release/ferrite
+    case "$config" in *"##"*) binary=${config#*##} config=${config%%##*} ;; esac
     case "$config" in *@@*) extra=${config#*@@} config=${config%%@@*} ;; esac
     printf '%b' "$config" >"$dir/config-$n.toml"
     rm -rf "$dir/data"
-    target/release/ferrite serve --config "$dir/config-$n.toml" --listen "127.0.0.1:$port" \
+    "$binary" serve --config "$dir/config-$n.toml" --listen "127.0.0.1:$port" \
       --metrics off --data-dir "$dir/data" >"$dir/broker-$n.log" 2>&1 &
     broker=$!
     for _ in $(seq 100); do

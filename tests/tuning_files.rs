@@ -205,7 +205,7 @@ fn small_writes_are_made_by_the_shard_thread_unless_the_limit_is_zero() {
 #[test]
 fn ring_depth_and_socket_buffers_take_effect() {
     let (broker, _dir) = start_with_tuning(
-        "[shards]\ncores = [0]\nuring_entries = 512\nsocket_send_buffer_bytes = 1048576\nsocket_receive_buffer_bytes = 524288\n",
+        "[shards]\ncores = [0]\nuring_entries = 1024\nsocket_send_buffer_bytes = 1048576\nsocket_receive_buffer_bytes = 524288\n",
         &["--cores", "1"],
     );
     common::kcat(&broker, &["-t", "sized", "-P"], Some(b"x\n"));
@@ -229,8 +229,8 @@ fn ring_depth_and_socket_buffers_take_effect() {
         }
     }
     assert!(
-        masks.iter().any(|m| m.ends_with("0x1ff")),
-        "a 512-entry ring: {masks:?}"
+        masks.iter().any(|m| m.ends_with("0x3ff")),
+        "a 1024-entry ring: {masks:?}"
     );
     // A connection held open while `ss` looks at the broker's side of it.
     let _client = std::net::TcpStream::connect(&broker.addr).unwrap();

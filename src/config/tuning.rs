@@ -58,7 +58,7 @@ impl Default for ShardSettings {
             request_bytes_max: 256 << 20,
             connection_inflight_max: 64,
             writer: WriterTuning::default(),
-            uring_entries: 256,
+            uring_entries: 512,
             inline_write_bytes_max: 1 << 20,
             connection_move_after_requests: 16,
             socket_send_buffer_bytes: 0,
@@ -404,7 +404,7 @@ mod tests {
     #[test]
     fn a_full_file_parses() {
         let t = TuningFile::parse(
-            "[shards]\ncores = [0, 1]\ncontrol_core = 1\nio_mode = \"buffered\"\nwrite_behind_bytes = 16777216\nrouter_queue_depth = 64\n\n[core.1]\nio_mode = \"direct\"\nuring_entries = 512\n\n[broker]\n\"num.partitions\" = 4\n\"auto.create.topics.enable\" = false\n",
+            "[shards]\ncores = [0, 1]\ncontrol_core = 1\nio_mode = \"buffered\"\nwrite_behind_bytes = 16777216\nrouter_queue_depth = 64\n\n[core.1]\nio_mode = \"direct\"\nuring_entries = 1024\n\n[broker]\n\"num.partitions\" = 4\n\"auto.create.topics.enable\" = false\n",
             "t.toml",
         )
         .unwrap();
@@ -412,9 +412,9 @@ mod tests {
         assert_eq!(t.control_core, Some(1));
         assert_eq!(t.router_queue_depth, 64);
         assert_eq!(t.shard_for_cpu(0).io_mode, IoMode::Buffered);
-        assert_eq!(t.shard_for_cpu(0).uring_entries, 256);
+        assert_eq!(t.shard_for_cpu(0).uring_entries, 512);
         assert_eq!(t.shard_for_cpu(1).io_mode, IoMode::Direct);
-        assert_eq!(t.shard_for_cpu(1).uring_entries, 512);
+        assert_eq!(t.shard_for_cpu(1).uring_entries, 1024);
         // A core section starts from [shards].
         assert_eq!(t.shard_for_cpu(1).writer.queued_bytes_max, 16 << 20);
         assert_eq!(t.broker.num_partitions, 4);

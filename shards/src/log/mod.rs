@@ -80,7 +80,7 @@ impl Default for WriterTuning {
         WriterTuning {
             queued_bytes_max: 64 << 20,
             write_bytes_max: None,
-            writes_in_flight: 4,
+            writes_in_flight: 8,
         }
     }
 }
