@@ -50,6 +50,8 @@ for round in $(seq 1 "$rounds"); do
       (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
       sleep 0.1
     done
+    # A run that fails must not be reported with an earlier run's figures.
+    rm -f "$dir/result-$n.json"
     steal_before=$(steal_ticks)
     cpu_before=$(cpu_ticks $broker)
     # shellcheck disable=SC2086
