@@ -255,3 +255,104 @@ fn the_controller_mutation_quota_refuses_changes_once_a_client_has_spent_it() {
     // Auto-creation is never charged.
     kcat(&broker, &["-L", "-t", "auto-created"], None);
 }
+
+/// Kafka's `max.connections.per.ip`: a connection past its address's limit is closed as soon
+/// as it is accepted (not kept waiting as at `max.connections`), a closed one gives its place
+/// back, an override raises one address's limit, and 0 without overrides stops the broker at
+/// start.
+#[test]
+fn past_max_connections_per_ip_a_new_connection_is_closed_at_once() {
+    use std::io::Read;
+    let served = |s: &mut std::net::TcpStream| {
+        let _: ApiVersionsResponse =
+            wire::call(s, ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    };
+    let closed_at_once = |broker: &Broker| {
+        let mut s = wire::connect(broker);
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(&wire::frame(
+            ApiKey::ApiVersions,
+            0,
+            7,
+            &ApiVersionsRequest::default(),
+        ));
+        let mut byte = [0u8; 1];
+        match s.read(&mut byte) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    };
+    // Broker::start's readiness probe may still hold a place for a moment: a connection is
+    // taken once it is answered.
+    let answered = |broker: &Broker| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut s = wire::connect(broker);
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(&wire::frame(
+                ApiKey::ApiVersions,
+                0,
+                8,
+                &ApiVersionsRequest::default(),
+            ))
+            .unwrap();
+            if wire::read_frame(&mut s).is_some() {
+                return s;
+            }
+            assert!(std::time::Instant::now() < deadline, "never answered");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let broker = Broker::start(&["--set", "max.connections.per.ip=2"]);
+    let first = answered(&broker);
+    let mut second = answered(&broker);
+    assert!(closed_at_once(&broker), "a third connection from 127.0.0.1");
+    drop(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut third = loop {
+        // The broker sees the close a moment after the client does.
+        std::thread::sleep(Duration::from_millis(100));
+        let mut s = wire::connect(&broker);
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&wire::frame(
+            ApiKey::ApiVersions,
+            0,
+            8,
+            &ApiVersionsRequest::default(),
+        ))
+        .unwrap();
+        if wire::read_frame(&mut s).is_some() || std::time::Instant::now() > deadline {
+            break s;
+        }
+    };
+    served(&mut third);
+    served(&mut second);
+    assert!(broker.log().contains("max.connections.per.ip reached"));
+    drop(broker);
+
+    let broker = Broker::start(&[
+        "--set",
+        "max.connections.per.ip=1",
+        "--set",
+        "max.connections.per.ip.overrides=127.0.0.1:3",
+    ]);
+    let _held: Vec<_> = (0..3).map(|_| answered(&broker)).collect();
+    assert!(closed_at_once(&broker), "a fourth past the override of 3");
+    drop(broker);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(common::ferrite_binary())
+        .args(["serve", "--data-dir"])
+        .arg(tmp.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--metrics", "off"])
+        .args(["--set", "max.connections.per.ip=0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("max.connections.per.ip.overrides must be set"),
+        "{stderr}"
+    );
+}

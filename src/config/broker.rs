@@ -267,6 +267,22 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         I32_MAX,
     ),
     key(
+        "max.connections.per.ip",
+        "client connections one address may hold at once; a connection past it is closed at \
+         once (Kafka's TooManyConnectionsException); 0 needs max.connections.per.ip.overrides",
+        "2147483647",
+        0,
+        I32_MAX,
+    ),
+    key(
+        "max.connections.per.ip.overrides",
+        "per-address exceptions to max.connections.per.ip: comma-separated host:count, a host \
+         an IP address or a name resolved at start-up",
+        "",
+        0,
+        0,
+    ),
+    key(
         "max.incremental.fetch.session.cache.slots",
         "incremental fetch sessions (KIP-227) the broker keeps, shared out among the shards",
         "1000",
@@ -525,6 +541,8 @@ pub struct BrokerSettings {
     pub retention_check_interval_ms: i64,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
+    /// `max.connections.per.ip` and its overrides.
+    pub connections_per_ip: crate::shard::connections_per_ip::PerIpLimits,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_slots: usize,
     pub partitions_per_shard: usize,
@@ -571,6 +589,7 @@ impl Default for BrokerSettings {
             retention_check_interval_ms: 300_000,
             socket_request_max_bytes: 104_857_600,
             max_connections: i32::MAX as usize,
+            connections_per_ip: Default::default(),
             fetch_session_slots: 1000,
             partitions_per_shard: 0,
             controller_mutation_rate: 0,
@@ -701,6 +720,11 @@ impl BrokerSettings {
             "log.message.timestamp.type" => log_key(&mut self.log, "message.timestamp.type")?,
             "message.max.bytes" => log_key(&mut self.log, "max.message.bytes")?,
             "max.connections" => self.max_connections = int()? as usize,
+            "max.connections.per.ip" => self.connections_per_ip.default = int()? as usize,
+            "max.connections.per.ip.overrides" => {
+                self.connections_per_ip.overrides =
+                    crate::shard::connections_per_ip::parse_overrides(value).map_err(bad)?
+            }
             "max.incremental.fetch.session.cache.slots" => {
                 self.fetch_session_slots = int()? as usize
             }

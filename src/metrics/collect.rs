@@ -82,6 +82,12 @@ fn connections(e: &mut Exposition, shard: &Shard, id: &str) {
         st.connections_accepted.get(),
     );
     e.counter(
+        "ferrite_connections_refused_per_ip_total",
+        "Connections the shard closed at accept because their address held max.connections.per.ip.",
+        s,
+        st.connections_refused_per_ip.get(),
+    );
+    e.counter(
         "ferrite_connections_moved_total",
         "Connections moved to the shard because it owns every partition they produce to or fetch from.",
         s,

@@ -73,11 +73,19 @@ pub fn serve(
         }
     };
     let descriptor_limit = capacity::raise_descriptor_limit();
-    let capacity = Arc::new(Capacity::new(
-        descriptor_limit,
-        config.broker.partitions_per_shard,
-        config.broker.max_connections,
-    ));
+    config
+        .broker
+        .connections_per_ip
+        .check()
+        .map_err(anyhow::Error::msg)?;
+    let capacity = Arc::new(
+        Capacity::new(
+            descriptor_limit,
+            config.broker.partitions_per_shard,
+            config.broker.max_connections,
+        )
+        .with_connections_per_ip(config.broker.connections_per_ip.clone()),
+    );
     if capacity.max_connections < config.broker.max_connections {
         tracing::info!(
             max_connections = capacity.max_connections,
@@ -435,8 +443,25 @@ async fn connection_slot(shard: &Shard) -> Option<ConnectionSlot> {
 async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<ListenerSecurity>) {
     let what = format!("listener {}", security.name);
     while let Some(stream) = accept_until_shutdown(&shard, &listener, &what).await {
+        let peer = stream.peer_addr().ok();
+        let ip_claim = match peer.map(|p| (p.ip(), shard.capacity.per_ip.claim(p.ip()))) {
+            Some((_, Some(claim))) => Some(claim),
+            Some((ip, None)) => {
+                // Kafka logs each at INFO ("Rejected connection from ...").
+                let limit = shard.capacity.per_ip.limit_of(ip);
+                tracing::info!(%ip, limit, "max.connections.per.ip reached: connection closed");
+                let refused = &shard.stats.connections_refused_per_ip;
+                refused.set(refused.get() + 1);
+                continue;
+            }
+            None => None,
+        };
         let Some(slot) = connection_slot(&shard).await else {
             return;
+        };
+        let slot = match ip_claim {
+            Some(claim) => slot.with_ip_claim(claim),
+            None => slot,
         };
         let stats = &shard.stats;
         stats
@@ -444,7 +469,6 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
             .set(stats.connections_accepted.get() + 1);
         stats.connections_open.set(stats.connections_open.get() + 1);
         let shard = shard.clone();
-        let peer = stream.peer_addr().ok();
         let span = connection_span(peer);
         let security = security.clone();
         glommio::spawn_local(tracing::Instrument::instrument(

@@ -13,6 +13,7 @@
 //! Sealed segments keep their files open too, so a partition's share grows as its log rolls;
 //! counting what is open now (rather than a per-partition estimate) takes that into account.
 
+use super::connections_per_ip::{ConnectionsPerIp, IpClaim, PerIpLimits};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -38,14 +39,28 @@ pub struct Capacity {
     /// `max.connections`, lowered to what the descriptors allow.
     pub max_connections: usize,
     connections: AtomicUsize,
+    /// `max.connections.per.ip`.
+    pub per_ip: Arc<ConnectionsPerIp>,
 }
 
-/// One accepted connection's place in `max.connections`, given back when dropped.
-pub struct ConnectionSlot(Arc<Capacity>);
+/// One accepted connection's place in `max.connections` (and in its address's count), given
+/// back when dropped.
+pub struct ConnectionSlot {
+    capacity: Arc<Capacity>,
+    _ip: Option<IpClaim>,
+}
+
+impl ConnectionSlot {
+    /// The slot holds the connection's place in its address's count too.
+    pub fn with_ip_claim(mut self, claim: IpClaim) -> ConnectionSlot {
+        self._ip = Some(claim);
+        self
+    }
+}
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+        self.capacity.connections.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -64,13 +79,23 @@ impl Capacity {
             partitions_per_shard,
             max_connections: max_connections.min(connection_share.max(1) as usize),
             connections: AtomicUsize::new(0),
+            per_ip: Arc::default(),
         }
+    }
+
+    /// With `max.connections.per.ip` and its overrides.
+    pub fn with_connections_per_ip(mut self, limits: PerIpLimits) -> Capacity {
+        self.per_ip = Arc::new(ConnectionsPerIp::new(limits));
+        self
     }
 
     /// A place for one more connection, or `None` at `max.connections`.
     pub fn open_connection(self: &Arc<Self>) -> Option<ConnectionSlot> {
         let taken = self.connections.fetch_add(1, Ordering::AcqRel);
-        let slot = ConnectionSlot(self.clone());
+        let slot = ConnectionSlot {
+            capacity: self.clone(),
+            _ip: None,
+        };
         (taken < self.max_connections).then_some(slot)
     }
 

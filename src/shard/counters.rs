@@ -19,6 +19,8 @@ pub struct ShardStats {
     pub connections_open: Cell<u64>,
     /// Connections moved here from another shard because this one owns their partitions.
     pub connections_moved_in: Cell<u64>,
+    /// Connections closed at accept because their address held `max.connections.per.ip`.
+    pub connections_refused_per_ip: Cell<u64>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
     /// TLS handshakes that failed or timed out (a plaintext client on a TLS port, a bad or

@@ -13,6 +13,7 @@
 pub mod capacity;
 mod cleaner;
 pub mod client_quotas;
+pub mod connections_per_ip;
 pub mod counters;
 pub mod fetch_sessions;
 pub mod maintenance;
