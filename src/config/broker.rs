@@ -542,7 +542,7 @@ pub struct BrokerSettings {
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
     /// `max.connections.per.ip` and its overrides.
-    pub connections_per_ip: crate::shard::connections_per_ip::PerIpLimits,
+    pub connections_per_ip: crate::config::connections_per_ip::PerIpLimits,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_slots: usize,
     pub partitions_per_shard: usize,
@@ -723,7 +723,7 @@ impl BrokerSettings {
             "max.connections.per.ip" => self.connections_per_ip.default = int()? as usize,
             "max.connections.per.ip.overrides" => {
                 self.connections_per_ip.overrides =
-                    crate::shard::connections_per_ip::parse_overrides(value).map_err(bad)?
+                    crate::config::connections_per_ip::parse_overrides(value).map_err(bad)?
             }
             "max.incremental.fetch.session.cache.slots" => {
                 self.fetch_session_slots = int()? as usize

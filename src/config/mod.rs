@@ -6,6 +6,7 @@
 //! back to the `log.*` ones.
 
 mod broker;
+pub mod connections_per_ip;
 mod listeners;
 mod security;
 mod tuning;
