@@ -444,25 +444,25 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
     let what = format!("listener {}", security.name);
     while let Some(stream) = accept_until_shutdown(&shard, &listener, &what).await {
         let peer = stream.peer_addr().ok();
-        let ip_claim = match peer.map(|p| (p.ip(), shard.capacity.per_ip.claim(p.ip()))) {
-            Some((_, Some(claim))) => Some(claim),
-            Some((ip, None)) => {
-                // Kafka logs each at INFO ("Rejected connection from ...").
-                let limit = shard.capacity.per_ip.limit_of(ip);
-                tracing::info!(%ip, limit, "max.connections.per.ip reached: connection closed");
-                let refused = &shard.stats.connections_refused_per_ip;
-                refused.set(refused.get() + 1);
-                continue;
-            }
+        // A peer whose address is unknown is not counted per address.
+        let ip_claim = match peer.map(|p| p.ip()) {
             None => None,
+            Some(ip) => match shard.capacity.per_ip.claim(ip) {
+                Some(claim) => Some(claim),
+                None => {
+                    // Kafka logs each at INFO ("Rejected connection from ...").
+                    let limit = shard.capacity.per_ip.limit_of(ip);
+                    tracing::info!(%ip, limit, "max.connections.per.ip reached: connection closed");
+                    let refused = &shard.stats.connections_refused_per_ip;
+                    refused.set(refused.get() + 1);
+                    continue;
+                }
+            },
         };
         let Some(slot) = connection_slot(&shard).await else {
             return;
         };
-        let slot = match ip_claim {
-            Some(claim) => slot.with_ip_claim(claim),
-            None => slot,
-        };
+        let slot = slot.with_ip_claim(ip_claim);
         let stats = &shard.stats;
         stats
             .connections_accepted

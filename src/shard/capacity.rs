@@ -51,9 +51,10 @@ pub struct ConnectionSlot {
 }
 
 impl ConnectionSlot {
-    /// The slot holds the connection's place in its address's count too.
-    pub fn with_ip_claim(mut self, claim: IpClaim) -> ConnectionSlot {
-        self._ip = Some(claim);
+    /// The slot holds the connection's place in its address's count too (none when the
+    /// peer's address is unknown).
+    pub fn with_ip_claim(mut self, claim: Option<IpClaim>) -> ConnectionSlot {
+        self._ip = claim;
         self
     }
 }

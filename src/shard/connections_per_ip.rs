@@ -47,14 +47,10 @@ impl ConnectionsPerIp {
     /// A place for one more connection from `ip`, or `None` when it holds its limit.
     pub fn claim(self: &Arc<Self>, ip: IpAddr) -> Option<IpClaim> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let n = open.entry(ip).or_insert(0);
-        if *n >= self.limits.limit_of(ip) {
-            if *n == 0 {
-                open.remove(&ip);
-            }
+        if open.get(&ip).copied().unwrap_or(0) >= self.limits.limit_of(ip) {
             return None;
         }
-        *n += 1;
+        *open.entry(ip).or_insert(0) += 1;
         Some(IpClaim {
             counts: self.clone(),
             ip,

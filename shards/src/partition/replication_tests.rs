@@ -52,6 +52,14 @@ fn role(leader: i32, isr: Vec<i32>) -> Role {
     }
 }
 
+/// `role` as metadata of partition epoch `partition_epoch` gives it.
+fn role_at(partition_epoch: i32, leader: i32, isr: Vec<i32>) -> Role {
+    Role {
+        partition_epoch,
+        ..role(leader, isr)
+    }
+}
+
 async fn open(dir: &Path) -> Rc<Partition> {
     Partition::open(
         dir,
@@ -197,10 +205,7 @@ fn a_stored_high_watermark_is_where_a_restarted_replica_starts() {
 async fn leading_while_2_joins(dir: &Path) -> Rc<Partition> {
     let p = open(dir).await;
     p.set_leader_epoch(5);
-    p.set_role(Role {
-        partition_epoch: 10,
-        ..role(1, vec![1])
-    });
+    p.set_role(role_at(10, 1, vec![1]));
     p.produce(&plain(3, "before")).await.unwrap();
     p.read_for_follower(2, 5, 3, 1 << 20).await.unwrap();
     let isr = p.wanted_isr(30_000).expect("broker 2 is caught up");
@@ -223,19 +228,13 @@ fn a_follower_asked_into_the_isr_holds_the_high_watermark_until_the_change_is_kn
         // ZooKeeper took the change (partition epoch 11); metadata read before it still
         // names the old ISR and leaves the change pending.
         p.end_isr_change(Some(11));
-        p.set_role(Role {
-            partition_epoch: 10,
-            ..role(1, vec![1])
-        });
+        p.set_role(role_at(10, 1, vec![1]));
         p.produce(&plain(1, "stale")).await.unwrap();
         assert_eq!(p.high_watermark(), 3);
         assert!(p.isr_change_pending());
         p.read_for_follower(2, 5, 6, 1 << 20).await.unwrap();
         assert_eq!(p.high_watermark(), 6, "broker 2 has them all");
-        p.set_role(Role {
-            partition_epoch: 11,
-            ..role(1, vec![1, 2])
-        });
+        p.set_role(role_at(11, 1, vec![1, 2]));
         assert!(!p.isr_change_pending());
     });
 }
@@ -264,10 +263,7 @@ fn a_pending_isr_change_ends_with_newer_metadata_or_a_new_leader_epoch() {
         // the change's epoch ends it even though broker 2 is not in the ISR.
         let p = leading_while_2_joins(&path).await;
         p.end_isr_change(Some(11));
-        p.set_role(Role {
-            partition_epoch: 12,
-            ..role(1, vec![1])
-        });
+        p.set_role(role_at(12, 1, vec![1]));
         assert!(!p.isr_change_pending());
         p.produce(&plain(2, "after")).await.unwrap();
         assert_eq!(p.high_watermark(), 5);
@@ -276,10 +272,7 @@ fn a_pending_isr_change_ends_with_newer_metadata_or_a_new_leader_epoch() {
         // Leadership moved before ZooKeeper answered: the change is over.
         let p = leading_while_2_joins(&other_path).await;
         p.set_leader_epoch(6);
-        p.set_role(Role {
-            partition_epoch: 12,
-            ..role(1, vec![1])
-        });
+        p.set_role(role_at(12, 1, vec![1]));
         assert!(!p.isr_change_pending());
     });
 }
