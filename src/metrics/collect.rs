@@ -216,6 +216,12 @@ fn engine(e: &mut Exposition, shard: &Shard, id: &str) {
         s,
         router.full_channel_waits.get(),
     );
+    e.counter(
+        "ferrite_uring_late_wakeups_total",
+        "Times the shard's io_uring sweeper found completions the shard was not woken for and reaped them (see shards/src/uring).",
+        s,
+        ferrite_shards::uring::late_wakeups(),
+    );
     if let Some(cache) = shard.batch_cache() {
         let (hits, misses) = cache.hit_counts();
         e.counter(

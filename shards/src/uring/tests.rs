@@ -27,6 +27,35 @@ fn vectored_write_then_read_back() {
 }
 
 #[test]
+fn completions_whose_wakeup_never_comes_are_reaped_by_the_sweeper() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    run(|| async move {
+        let f = File::open_rw(&path).await.unwrap();
+        set_inline_write_max(0);
+        let ring = Ring::current();
+        ring.silence_completions(true);
+        let before = late_wakeups();
+        // Without the sweeper nothing would wake the driver: these writes would never finish.
+        for i in 0..20u64 {
+            let write = f.write_all_at(i * 4, vec![WriteChunk::Owned(vec![i as u8; 4])]);
+            glommio::timer::timeout(std::time::Duration::from_secs(5), async {
+                write.await.map_err(Into::into)
+            })
+            .await
+            .expect("the sweeper reaps a completion its driver was not woken for");
+        }
+        assert!(
+            late_wakeups() > before,
+            "each reap the sweeper makes is counted"
+        );
+        ring.silence_completions(false);
+        set_inline_write_max(INLINE_WRITE_MAX_DEFAULT);
+        assert_eq!(f.read_at(76, 4).await.unwrap(), vec![19u8; 4]);
+    });
+}
+
+#[test]
 fn many_concurrent_operations_beyond_the_ring_depth_complete() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
