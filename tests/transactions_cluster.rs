@@ -1,6 +1,6 @@
 //! Transactions on three brokers in ZooKeeper mode (issue 16): the coordinator, the markers and
-//! the KIP-890 verification across brokers, and the coordinator's broker killed under an
-//! exactly-once loop.
+//! the KIP-890 verification across brokers, and under an exactly-once loop the coordinator's
+//! broker killed, or the output partition's leader killed while the markers are written.
 
 mod common;
 
@@ -82,6 +82,76 @@ fn exactly_once_survives_the_transaction_coordinators_death() {
                 "__transaction_state",
             )[&partition];
             l > 0 && l != coordinator
+        },
+    );
+    eos.wait_for(count * 3 / 4);
+    brokers[killed].restart();
+    eos.finish_exactly_once();
+}
+
+/// The exactly-once loop while the leader of its output partition, not the coordinator, is
+/// killed with SIGKILL right after a commit: the coordinator is then writing that transaction's
+/// markers (the next AddPartitionsToTxn waits for them). It must go on writing them to the new
+/// leader (Kafka's TransactionMarkerChannelManager retries NOT_LEADER_OR_FOLLOWER after a
+/// metadata refresh) and the output, read READ_COMMITTED, holds every input once.
+#[test]
+fn exactly_once_survives_the_output_leaders_death_while_markers_are_written() {
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk, &[]);
+    for topic in ["eos-in", "eos-out"] {
+        let out = python(
+            "confluent_admin_create.py",
+            &[&brokers[0].addr, topic, "1", "3", "min.insync.replicas=2"],
+        );
+        assert!(out.contains("created"), "{out}");
+    }
+    let out = python(
+        "confluent_init_transactions.py",
+        &[&brokers[0].addr, "creates-the-state-topic"],
+    );
+    assert!(out.contains("ready"), "{out}");
+    let output_leader = leaders(&metadata(&brokers[0], Some("eos-out")), "eos-out")[&0];
+    let coordinators = leaders(
+        &metadata(&brokers[0], Some("__transaction_state")),
+        "__transaction_state",
+    );
+    // A transactional id coordinated by another broker than the one about to be killed.
+    let id = (0..)
+        .map(|i| format!("tx-markers-{i}"))
+        .find(|id| {
+            let c = coordinators[&state_partition(id, 50)];
+            c > 0 && c != output_leader
+        })
+        .unwrap();
+    let bootstrap = brokers
+        .iter()
+        .map(|b| b.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let count = 10_000;
+    let mut eos = EosLoop::start(
+        &bootstrap,
+        "eos-in",
+        "eos-out",
+        count,
+        &id,
+        Duration::from_secs(240),
+    );
+    eos.wait_for(count / 4);
+    println!(
+        "killing broker {output_leader}, the leader of eos-out, after a commit of {id} \
+         (coordinated by broker {})",
+        coordinators[&state_partition(&id, 50)]
+    );
+    let killed = (output_leader - 1) as usize;
+    brokers[killed].kill9();
+    let survivor = (killed + 1) % 3;
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(15),
+        "a new leader of eos-out",
+        || {
+            let l = leaders(&metadata(&brokers[survivor], Some("eos-out")), "eos-out")[&0];
+            l > 0 && l != output_leader
         },
     );
     eos.wait_for(count * 3 / 4);
