@@ -222,6 +222,25 @@ fn engine(e: &mut Exposition, shard: &Shard, id: &str) {
         s,
         ferrite_shards::uring::late_wakeups(),
     );
+    let (segment_files_open, segment_files_max) = ferrite_shards::log::open_segment_files();
+    e.gauge(
+        "ferrite_segment_files_open",
+        "Segment files the shard holds open now (at most ferrite_segment_files_open_max; the others are reopened on use).",
+        s,
+        segment_files_open as f64,
+    );
+    e.gauge(
+        "ferrite_segment_files_open_max",
+        "The shard's share of the open file limit for segment files.",
+        s,
+        segment_files_max as f64,
+    );
+    e.counter(
+        "ferrite_segment_file_reopens_total",
+        "Segment files reopened, over every shard, after the open file budget had closed them.",
+        s,
+        ferrite_shards::log::segment_file_reopens(),
+    );
     if let Some(cache) = shard.batch_cache() {
         let (hits, misses) = cache.hit_counts();
         e.counter(

@@ -78,13 +78,25 @@ pub fn serve(
         .connections_per_ip
         .check()
         .map_err(anyhow::Error::msg)?;
+    let direct = (0..shard_count).any(|s| config.io_mode(s) == ferrite_shards::IoMode::Direct);
     let capacity = Arc::new(
         Capacity::new(
             descriptor_limit,
+            shard_count,
+            direct,
             config.broker.partitions_per_shard,
             config.broker.max_connections,
         )
         .with_connections_per_ip(config.broker.connections_per_ip.clone()),
+    );
+    capacity
+        .check_descriptor_limit()
+        .map_err(anyhow::Error::msg)?;
+    tracing::info!(
+        descriptor_limit,
+        segment_files_per_shard = capacity.segment_files_per_shard,
+        max_connections = capacity.max_connections,
+        "open file limit (ulimit -n) shared out"
     );
     if capacity.max_connections < config.broker.max_connections {
         tracing::info!(
@@ -236,6 +248,7 @@ async fn run_shard(
     let id = endpoints.shard();
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
     ferrite_shards::uring::set_inline_write_max(config.shard(id.0).inline_write_bytes_max);
+    ferrite_shards::log::set_open_segment_files_max(capacity.segment_files_per_shard as usize);
     let shard = Rc::new(Shard::new(
         id,
         config.clone(),

@@ -4,22 +4,32 @@
 //! INVALID_PARTITIONS), so file descriptors are never the limit that fails first: a broker out
 //! of descriptors can accept no connection and could not even reopen its data directory.
 //!
-//! The descriptor budget, checked before partitions are added:
+//! The descriptors are shared out at start (RLIMIT_NOFILE, raised to its hard limit as the JVM
+//! does for Kafka): `DESCRIPTOR_HEADROOM` for the broker itself, then of the rest a quarter for
+//! connections (`max.connections` is lowered to fit) and half for segment files, split evenly
+//! over the shards (each shard keeps at most its share open and reopens the others on use,
+//! `ferrite_shards::log::set_open_segment_files_max`). A limit that leaves a shard fewer than
+//! `SEGMENT_FILES_PER_SHARD_MIN` stops the broker at start with the figure it needs.
 //!
-//!   open now + new partitions × `DESCRIPTORS_PER_NEW_PARTITION`
+//! So in buffered mode a partition holds no descriptor of its own, and partitions are bounded
+//! by `topic.partitions.per.shard` (and memory), not by `ulimit -n`. In direct mode each
+//! partition's active segment keeps an O_DIRECT descriptor open, checked before partitions
+//! are added:
+//!
+//!   open now (segment files apart) + the segment files' share + new partitions × 1
 //!     + connections not yet open × `DESCRIPTORS_PER_CONNECTION` + `DESCRIPTOR_HEADROOM`
 //!     ≤ RLIMIT_NOFILE
-//!
-//! Sealed segments keep their files open too, so a partition's share grows as its log rolls;
-//! counting what is open now (rather than a per-partition estimate) takes that into account.
 
 use super::connections_per_ip::{ConnectionsPerIp, IpClaim, PerIpLimits};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// A new partition opens its active segment (and, in direct mode, a second O_DIRECT
-/// descriptor on it); measured with `ls /proc/<pid>/fd` in both I/O modes.
-pub const DESCRIPTORS_PER_NEW_PARTITION: u64 = 2;
+/// A partition of a direct-mode shard keeps the O_DIRECT descriptor of its active segment
+/// open; its buffered descriptors are segment files, within the shard's share.
+pub const DESCRIPTORS_PER_DIRECT_PARTITION: u64 = 1;
+/// The fewest segment files a shard may be left to keep open: below it a broker with a few
+/// busy partitions per shard would reopen files on every request.
+pub const SEGMENT_FILES_PER_SHARD_MIN: u64 = 32;
 /// A client connection: its socket and the pipe (two descriptors) that splices fetches.
 pub const DESCRIPTORS_PER_CONNECTION: u64 = 3;
 /// Left for everything else: io_uring rings, event fds, metadata and checkpoint files being
@@ -28,6 +38,8 @@ pub const DESCRIPTOR_HEADROOM: u64 = 256;
 /// By default a quarter of the descriptors are kept for connections (when `max.connections`
 /// asks for more than that, it is lowered to this).
 const CONNECTION_SHARE_OF_DESCRIPTORS: u64 = 4;
+/// Half of the descriptors are segment files, shared evenly by the shards.
+const SEGMENT_FILE_SHARE_OF_DESCRIPTORS: u64 = 2;
 
 /// The process's bounds, and the connections open now.
 #[derive(Debug)]
@@ -38,6 +50,11 @@ pub struct Capacity {
     pub partitions_per_shard: usize,
     /// `max.connections`, lowered to what the descriptors allow.
     pub max_connections: usize,
+    /// Segment files each shard keeps open at most.
+    pub segment_files_per_shard: u64,
+    shards: u64,
+    /// Descriptors a new partition holds of its own: 1 when a shard runs in direct mode.
+    descriptors_per_new_partition: u64,
     connections: AtomicUsize,
     /// `max.connections.per.ip`.
     pub per_ip: Arc<ConnectionsPerIp>,
@@ -66,22 +83,45 @@ impl Drop for ConnectionSlot {
 }
 
 impl Capacity {
-    /// The bounds for a process whose descriptor limit is `descriptor_limit`.
+    /// The bounds for a process of `shards` shards whose descriptor limit is
+    /// `descriptor_limit`; `direct`: some shard runs in direct mode.
     pub fn new(
         descriptor_limit: u64,
+        shards: usize,
+        direct: bool,
         partitions_per_shard: usize,
         max_connections: usize,
     ) -> Capacity {
-        let connection_share = descriptor_limit.saturating_sub(DESCRIPTOR_HEADROOM)
-            / CONNECTION_SHARE_OF_DESCRIPTORS
-            / DESCRIPTORS_PER_CONNECTION;
+        let spare = descriptor_limit.saturating_sub(DESCRIPTOR_HEADROOM);
+        let connection_share = spare / CONNECTION_SHARE_OF_DESCRIPTORS / DESCRIPTORS_PER_CONNECTION;
+        let shards = shards.max(1) as u64;
         Capacity {
             descriptor_limit,
             partitions_per_shard,
             max_connections: max_connections.min(connection_share.max(1) as usize),
+            segment_files_per_shard: (spare / SEGMENT_FILE_SHARE_OF_DESCRIPTORS / shards).max(1),
+            shards,
+            descriptors_per_new_partition: if direct {
+                DESCRIPTORS_PER_DIRECT_PARTITION
+            } else {
+                0
+            },
             connections: AtomicUsize::new(0),
             per_ip: Arc::default(),
         }
+    }
+
+    /// Refuses a descriptor limit too low for this many shards, naming the one it needs.
+    pub fn check_descriptor_limit(&self) -> Result<(), String> {
+        if self.segment_files_per_shard >= SEGMENT_FILES_PER_SHARD_MIN {
+            return Ok(());
+        }
+        let needed = DESCRIPTOR_HEADROOM
+            + SEGMENT_FILES_PER_SHARD_MIN * self.shards * SEGMENT_FILE_SHARE_OF_DESCRIPTORS;
+        Err(format!(
+            "the open file limit (ulimit -n) is {}; {} shards need at least {needed}              (raise it with ulimit -n, or LimitNOFILE= in a systemd unit)",
+            self.descriptor_limit, self.shards
+        ))
     }
 
     /// With `max.connections.per.ip` and its overrides.
@@ -133,19 +173,26 @@ impl Capacity {
         Ok(())
     }
 
+    /// `open_now`: descriptors open other than segment files (`open_descriptors`).
     fn check_descriptors(&self, open_now: u64, added: u64) -> Result<(), String> {
+        let own = added * self.descriptors_per_new_partition;
+        if own == 0 {
+            return Ok(());
+        }
         let connections_to_come =
             self.max_connections.saturating_sub(self.connections_open()) as u64;
+        let segment_files = self.segment_files_per_shard * self.shards;
         let needed = open_now
-            + added * DESCRIPTORS_PER_NEW_PARTITION
+            + segment_files
+            + own
             + connections_to_come * DESCRIPTORS_PER_CONNECTION
             + DESCRIPTOR_HEADROOM;
         if needed > self.descriptor_limit {
             return Err(format!(
-                "{added} more partitions need {} file descriptors; {open_now} are open and {} \
-                 are kept for max.connections ({}) and the broker itself, of a limit of {} \
-                 (raise LimitNOFILE, or lower max.connections)",
-                added * DESCRIPTORS_PER_NEW_PARTITION,
+                "{added} more direct-mode partitions need {own} file descriptors; {open_now} are \
+                 open, {segment_files} are kept for segment files and {} for max.connections \
+                 ({}) and the broker itself, of a limit of {} (raise LimitNOFILE, or lower \
+                 max.connections)",
                 connections_to_come * DESCRIPTORS_PER_CONNECTION + DESCRIPTOR_HEADROOM,
                 self.max_connections,
                 self.descriptor_limit
@@ -155,12 +202,14 @@ impl Capacity {
     }
 }
 
-/// The descriptors this process has open now (read once per topic change: the partitions it
-/// adds are counted apart until they are open).
+/// The descriptors this process has open now other than segment files, which have their own
+/// share (read once per topic change: the partitions it adds are counted apart until they are
+/// open).
 pub fn open_descriptors() -> u64 {
-    std::fs::read_dir("/proc/self/fd")
+    let all = std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count() as u64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    all.saturating_sub(ferrite_shards::log::segment_files_open_in_process() as u64)
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard one (what a process may do by itself) and
@@ -194,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_shard_past_its_bound_is_named() {
-        let c = Capacity::new(1_000_000, 100, 10);
+        let c = Capacity::new(1_000_000, 2, false, 100, 10);
         assert!(c.check_partitions(&[100, 100], 10, 20).is_ok());
         let e = c.check_partitions(&[100, 101], 10, 20).unwrap_err();
         assert!(e.contains("101 on shard 1"), "{e}");
@@ -202,23 +251,43 @@ mod tests {
     }
 
     #[test]
-    fn descriptors_for_partitions_leave_room_for_every_connection() {
-        let c = Arc::new(Capacity::new(100_000, 100_000, 1000));
-        // 1000 connections × 3 + 256 kept: 96,744 left for what is open and what is added.
-        assert!(c.check_descriptors(90_744, 3000).is_ok());
-        let e = c.check_descriptors(90_745, 3000).unwrap_err();
+    fn direct_mode_partitions_leave_room_for_segment_files_and_every_connection() {
+        let c = Arc::new(Capacity::new(100_000, 2, true, 100_000, 1000));
+        // Segment files: (100,000 - 256) / 2 = 49,872; 1000 connections × 3 + 256 kept:
+        // 46,872 left for what is open and what is added.
+        assert_eq!(c.segment_files_per_shard, 24_936);
+        assert!(c.check_descriptors(43_872, 3000).is_ok());
+        let e = c.check_descriptors(43_873, 3000).unwrap_err();
         assert!(e.contains("limit of 100000"), "{e}");
         // Open connections are in "open now" already and no longer kept apart.
         let slots: Vec<_> = (0..500).map(|_| c.open_connection().unwrap()).collect();
-        assert!(c.check_descriptors(92_244, 3000).is_ok());
-        assert!(c.check_descriptors(92_245, 3000).is_err());
+        assert!(c.check_descriptors(45_372, 3000).is_ok());
+        assert!(c.check_descriptors(45_373, 3000).is_err());
         drop(slots);
         assert_eq!(c.connections_open(), 0);
     }
 
     #[test]
+    fn buffered_partitions_hold_no_descriptor_of_their_own() {
+        let c = Capacity::new(600, 2, false, 100_000, usize::MAX);
+        assert!(c.check_descriptors(500, 100_000).is_ok());
+        assert_eq!(c.segment_files_per_shard, (600 - 256) / 2 / 2);
+    }
+
+    #[test]
+    fn a_limit_too_low_for_the_shards_is_refused_with_the_one_needed() {
+        assert!(Capacity::new(384, 2, false, 1000, 10)
+            .check_descriptor_limit()
+            .is_ok());
+        let e = Capacity::new(383, 2, false, 1000, 10)
+            .check_descriptor_limit()
+            .unwrap_err();
+        assert!(e.contains("is 383") && e.contains("at least 384"), "{e}");
+    }
+
+    #[test]
     fn connections_stop_at_the_bound_and_come_back_when_closed() {
-        let c = Arc::new(Capacity::new(1_000_000, 1000, 2));
+        let c = Arc::new(Capacity::new(1_000_000, 2, false, 1000, 2));
         let a = c.open_connection().unwrap();
         let _b = c.open_connection().unwrap();
         assert!(c.open_connection().is_none());
@@ -228,7 +297,7 @@ mod tests {
 
     #[test]
     fn max_connections_is_lowered_to_a_quarter_of_the_descriptors() {
-        let c = Capacity::new(20_000, 1000, usize::MAX);
+        let c = Capacity::new(20_000, 2, false, 1000, usize::MAX);
         assert_eq!(c.max_connections, (20_000 - 256) / 4 / 3);
     }
 }

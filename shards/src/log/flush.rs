@@ -42,6 +42,7 @@ async fn sync_active(inner: &Rc<LogInner>) -> Result<()> {
             st.unflushed_messages,
         )
     };
+    let file = file.get().await?;
     // Its latency goes to the shard's fsync histogram (`uring::File::fdatasync`).
     file.fdatasync()
         .await

@@ -281,6 +281,9 @@ fn start_writeback_if_due(inner: &Rc<LogInner>) {
         (st.active().file.clone(), from, size)
     };
     glommio::spawn_local(async move {
+        let Ok(file) = file.get().await else {
+            return;
+        };
         if let Err(e) = file.start_writeback(from, (to - from) as u32).await {
             tracing::debug!(file = %file.path().display(), error = %e, "starting writeback failed");
         }

@@ -29,6 +29,7 @@ mod retention;
 mod roll;
 mod scan;
 mod segment;
+mod segment_file;
 mod start;
 mod txn;
 mod verified;
@@ -48,6 +49,10 @@ pub use epochs::{EpochEntry, LeaderEpochCache};
 pub use group::AppendInfo;
 pub use read::{Chunk, FoundBatch, ReadResult};
 pub use retention::RetentionOutcome;
+pub use segment_file::{
+    open_segment_files, segment_file_reopens, segment_files_open_in_process,
+    set_open_segment_files_max,
+};
 pub use txn::AbortedTxn;
 
 use crate::batch::{self, BatchHeader, BatchOrigin};
@@ -373,7 +378,7 @@ impl Log {
             let st = inner.state.borrow();
             (st.active().file.clone(), st.active().size)
         };
-        segment::trim_file(&file, size).await?;
+        segment::trim_file(&file.get().await?, size).await?;
         flush::flush_locked(inner).await?;
         // An append may have left a detached epoch store queued; write the final content here
         // and close the lock so nothing older lands after it.

@@ -1,6 +1,7 @@
 //! The read path: whole batches from an offset, as references the network layer can splice.
 
 use super::scan::HeaderWalker;
+use super::segment_file::SegmentFile;
 use super::LogInner;
 use crate::batch::control::{self, MarkerRecord};
 use crate::batch::{self, BatchHeader, BatchOrigin, Stamp};
@@ -94,12 +95,13 @@ pub(crate) struct ReadHint {
     position: u64,
 }
 
-/// What a read needs of a segment, copied out so no borrow is held across I/O.
-pub(in crate::log) struct SegmentView {
+/// What a read needs of a segment, copied out so no borrow is held across I/O; its file as
+/// the segment holds it (`SegmentFile`) until `open` opens it.
+pub(in crate::log) struct SegmentView<F = File> {
     base_offset: i64,
     /// `Segment::id`: lookups made later in the read find this very segment or none.
     id: u64,
-    file: File,
+    file: F,
     size: u64,
     next_offset: i64,
     start_position: u64,
@@ -140,6 +142,7 @@ impl super::Log {
             let Some(view) = segment_view(inner, search, upper) else {
                 return Ok(ReadResult::empty(from));
             };
+            let view = view.open().await?;
             let base = view.base_offset;
             if let Some(found) = read_segment(inner, view, search, max_bytes, upper).await? {
                 return Ok(found);
@@ -184,7 +187,7 @@ impl super::Log {
         timestamp: i64,
         upper: i64,
     ) -> Result<Option<FoundBatch>> {
-        let candidates: Vec<(File, u64, u64)> = {
+        let candidates: Vec<(SegmentFile, u64, u64)> = {
             let st = self.inner.state.borrow();
             st.segments
                 .iter()
@@ -196,6 +199,7 @@ impl super::Log {
                 .collect()
         };
         for (file, start, size) in candidates {
+            let file = file.get().await?;
             let mut walker = HeaderWalker::new(&file);
             let mut pos = start;
             while let Some(h) = walker.header_at(pos, size).await? {
@@ -234,7 +238,7 @@ impl super::Log {
         from: i64,
         mut f: impl FnMut(&BatchHeader, Option<MarkerRecord>),
     ) -> Result<()> {
-        let segments: Vec<(File, u64, u64)> = {
+        let segments: Vec<(SegmentFile, u64, u64)> = {
             let st = self.inner.state.borrow();
             st.segments
                 .iter()
@@ -246,6 +250,7 @@ impl super::Log {
                 .collect()
         };
         for (file, start, size) in segments {
+            let file = file.get().await?;
             let mut walker = HeaderWalker::new(&file);
             let mut pos = start;
             while let Some(h) = walker.header_at(pos, size).await? {
@@ -271,7 +276,11 @@ impl super::Log {
 }
 
 /// Finds the segment holding `from` and copies out what the read needs.
-pub(in crate::log) fn segment_view(inner: &LogInner, from: i64, upper: i64) -> Option<SegmentView> {
+pub(in crate::log) fn segment_view(
+    inner: &LogInner,
+    from: i64,
+    upper: i64,
+) -> Option<SegmentView<SegmentFile>> {
     let st = inner.state.borrow();
     let mut i = st.segments.partition_point(|s| s.base_offset <= from);
     if i == 0 {
@@ -311,6 +320,23 @@ pub(in crate::log) fn segment_view(inner: &LogInner, from: i64, upper: i64) -> O
         upper_position,
         verified_whole: s.verified.contains(0, s.size),
     })
+}
+
+impl SegmentView<SegmentFile> {
+    /// The view with its file open (reopened if the shard's budget had closed it).
+    pub(in crate::log) async fn open(self) -> Result<SegmentView> {
+        let file = self.file.get().await?;
+        Ok(SegmentView {
+            base_offset: self.base_offset,
+            id: self.id,
+            file,
+            size: self.size,
+            next_offset: self.next_offset,
+            start_position: self.start_position,
+            upper_position: self.upper_position,
+            verified_whole: self.verified_whole,
+        })
+    }
 }
 
 pub(in crate::log) async fn read_segment(

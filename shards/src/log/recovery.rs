@@ -13,6 +13,7 @@ use super::epochs::LeaderEpochCache;
 use super::index::{OffsetIndex, TimeIndex};
 use super::scan::{self, HeaderWalker};
 use super::segment::{self, Segment, SegmentPaths};
+use super::segment_file::SegmentFile;
 use super::{flush, writer, Log, LogInner, LogOptions, LogState, LogStats};
 use crate::config::IoMode;
 use crate::error::{Error, Result};
@@ -39,10 +40,14 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
         let paths = SegmentPaths::new(dir, base);
-        let file = File::open_rw(&paths.log)
-            .await
-            .map_err(|e| Error::io("open", &paths.log, e))?;
-        let file_size = file.size().map_err(|e| Error::io("stat", &paths.log, e))?;
+        // Opened within the shard's budget of open segment files: a partition's sealed
+        // segments are read here once and may be closed again before the log is served.
+        let file = SegmentFile::closed(&paths.log);
+        let file_size = file
+            .get()
+            .await?
+            .size()
+            .map_err(|e| Error::io("stat", &paths.log, e))?;
         let mut seg = Segment::empty(base, file, paths);
         match super::txn::TxnIndex::load(&seg.paths.txn_index, base).await {
             Some(index) => seg.txn_index = index,
@@ -77,10 +82,11 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         segments.push(Segment::create(dir, 0).await?);
     }
     let active = segments.last().expect("at least one segment");
-    segment::trim_file(&active.file, active.size).await?;
+    let active_file = active.file.get().await?;
+    segment::trim_file(&active_file, active.size).await?;
     let direct = match options.io_mode {
         IoMode::Direct => {
-            Some(DirectTail::open(&active.paths.log, active.size, &active.file).await?)
+            Some(DirectTail::open(&active.paths.log, active.size, &active_file).await?)
         }
         IoMode::Buffered => None,
     };
@@ -235,7 +241,10 @@ async fn index_is_sound(seg: &Segment, index: &OffsetIndex, file_size: u64) -> b
     if index.first().map(|(_, p)| p) != Some(0) {
         return false;
     }
-    let mut walker = HeaderWalker::new(&seg.file);
+    let Ok(file) = seg.file.get().await else {
+        return false;
+    };
+    let mut walker = HeaderWalker::new(&file);
     matches!(
         walker.header_at(pos as u64, file_size).await,
         Ok(Some(h)) if h.base_offset == seg.base_offset + rel as i64
@@ -256,7 +265,7 @@ async fn rebuild(
     seg.size = 0;
     seg.next_offset = seg.base_offset;
     seg.bytes_since_index = 0;
-    let file = seg.file.clone();
+    let file = seg.file.get().await?;
     let base = seg.base_offset;
     let end = scan::scan_valid(&file, 0, file_size, base..next_base, |pos, h| {
         seg.record_batch(pos, h, index_interval)
@@ -337,7 +346,7 @@ async fn scan_tail(
     file_size: u64,
     index_interval: u32,
 ) -> Result<bool> {
-    let file = seg.file.clone();
+    let file = seg.file.get().await?;
     // Offsets in a segment are relative to its base in 32 bits (Kafka's
     // `ensureOffsetInRange`): a batch claiming more is damaged.
     let offsets = seg.next_offset..seg.base_offset + i32::MAX as i64 + 1;

@@ -180,6 +180,7 @@ async fn cut_active(inner: &Rc<LogInner>, offset: i64) -> Result<()> {
             a.index.lookup(a.relative(offset)).1 as u64,
         )
     };
+    let file = file.get().await?;
     let mut walker = HeaderWalker::new(&file);
     let mut pos = start;
     let mut cut_at = (size, None);
@@ -259,6 +260,7 @@ async fn reopen_direct(inner: &Rc<LogInner>) -> Result<()> {
         let a = st.active();
         (a.paths.log.clone(), a.size, a.file.clone())
     };
+    let file = file.get().await?;
     let tail = DirectTail::open(&path, size, &file).await?;
     *inner.direct.borrow_mut() = Some(tail);
     Ok(())
@@ -288,6 +290,7 @@ async fn after_truncation(inner: &Rc<LogInner>) -> Result<()> {
     }
     // The new file length must be durable before a recovery point names it.
     let file = inner.state.borrow().active().file.clone();
+    let file = file.get().await?;
     file.fdatasync()
         .await
         .map_err(|e| Error::io("fdatasync", file.path(), e))?;

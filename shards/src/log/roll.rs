@@ -42,11 +42,12 @@ pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
         active.seal_indexes();
         (active.file.clone(), active.size, active.base_offset)
     };
+    let file = file.get().await?;
     // O_DIRECT preallocation lies beyond the logical end: cut it before the segment is sealed.
     segment::trim_file(&file, size).await?;
     let new = Segment::create(&inner.dir, next_base).await?;
     let direct = match inner.mode {
-        IoMode::Direct => Some(DirectTail::open(&new.paths.log, 0, &new.file).await?),
+        IoMode::Direct => Some(DirectTail::open(&new.paths.log, 0, &new.file.get().await?).await?),
         IoMode::Buffered => None,
     };
     {

@@ -5,6 +5,7 @@
 //! on a replica.
 
 use super::index::{IndexWrite, OffsetIndex, TimeIndex};
+use super::segment_file::SegmentFile;
 use super::verified::VerifiedRanges;
 use crate::batch::BatchHeader;
 use crate::error::{Error, Result};
@@ -47,8 +48,9 @@ pub(crate) struct Segment {
     pub base_offset: i64,
     /// Unique in the process: a cleaned segment has its predecessor's base but not its id.
     pub id: u64,
-    /// Buffered read/write descriptor: buffered-mode writes, every read and splice.
-    pub file: File,
+    /// Buffered read/write descriptor: buffered-mode writes, every read and splice; opened on
+    /// use within the shard's budget of open segment files (`segment_file.rs`).
+    pub file: SegmentFile,
     pub paths: SegmentPaths,
     /// Bytes of whole, written batches.
     pub size: u64,
@@ -95,10 +97,14 @@ impl Segment {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("unlink", &paths.txn_index, e)),
         }
-        Ok(Segment::empty(base_offset, file, paths))
+        Ok(Segment::empty(
+            base_offset,
+            SegmentFile::opened(file),
+            paths,
+        ))
     }
 
-    pub fn empty(base_offset: i64, file: File, paths: SegmentPaths) -> Segment {
+    pub fn empty(base_offset: i64, file: SegmentFile, paths: SegmentPaths) -> Segment {
         Segment {
             base_offset,
             id: NEXT_SEGMENT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -173,7 +179,17 @@ impl Segment {
 
     /// Removes the segment's files. Readers holding `file` keep reading it until they drop it.
     pub async fn delete_files(&self) -> Result<()> {
+        pin_for_removal(&self.file).await?;
         delete_files(&self.paths).await
+    }
+}
+
+/// Keeps the file open for the readers holding it before its path goes; one already removed
+/// is as good as deleted.
+async fn pin_for_removal(file: &SegmentFile) -> Result<()> {
+    match file.pin().await {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
@@ -192,15 +208,16 @@ pub async fn delete_files(paths: &SegmentPaths) -> Result<()> {
 /// Removes the files of every segment `inner` lists, leaving the list as it is: a read that
 /// started before may still look a segment up (its open file stays readable until dropped).
 pub(crate) async fn delete_listed_files(inner: &super::LogInner) -> Result<()> {
-    let paths: Vec<SegmentPaths> = inner
+    let listed: Vec<(SegmentPaths, SegmentFile)> = inner
         .state
         .borrow()
         .segments
         .iter()
-        .map(|s| s.paths.clone())
+        .map(|s| (s.paths.clone(), s.file.clone()))
         .collect();
-    for p in &paths {
-        delete_files(p).await?;
+    for (paths, file) in &listed {
+        pin_for_removal(file).await?;
+        delete_files(paths).await?;
     }
     Ok(())
 }

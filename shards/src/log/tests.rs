@@ -847,3 +847,48 @@ both_modes!(
         log.close().await.unwrap();
     }
 );
+
+both_modes!(
+    logs_with_more_segments_than_the_open_file_budget_serve_every_batch,
+    |dir: PathBuf, mode| async move {
+        // One open segment file for the whole thread: three logs of many segments each, so
+        // nearly every append, read, roll and retention pass reopens a file the budget closed.
+        set_open_segment_files_max(1);
+        let config = LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
+        let dirs: Vec<PathBuf> = (0..3).map(|i| dir.with_extension(i.to_string())).collect();
+        let mut logs = Vec::new();
+        for d in &dirs {
+            logs.push(open(d, mode, config.clone()).await);
+        }
+        let mut written: Vec<Vec<Bytes>> = vec![Vec::new(); logs.len()];
+        for i in 0..30 {
+            for (log, w) in logs.iter().zip(&mut written) {
+                let b = records(1, 400, 1000 + i);
+                let info = append(log, &b).await;
+                w.push(stamped(&b, info.base_offset, 0));
+            }
+        }
+        for (log, w) in logs.iter().zip(&written) {
+            assert!(log.inner.state.borrow().segments.len() > 5);
+            assert_eq!(&read_all(log, 0).await, w);
+            assert!(open_segment_files().0 <= 1, "the budget holds");
+        }
+        assert!(segment_file_reopens() > 0);
+        // Retention deletes closed segments; truncation cuts a reopened active segment.
+        logs[0].advance_start_to(20).await.unwrap();
+        assert_eq!(read_all(&logs[0], 20).await, written[0][20..].to_vec());
+        logs[1].truncate_to(25).await.unwrap();
+        assert_eq!(read_all(&logs[1], 0).await, written[1][..25].to_vec());
+        for log in &logs {
+            log.close().await.unwrap();
+        }
+        // Reopened, with the same budget: recovery reads every segment.
+        let log = open(&dirs[2], mode, config).await;
+        assert_eq!(read_all(&log, 0).await, written[2]);
+        log.close().await.unwrap();
+        set_open_segment_files_max(usize::MAX);
+    }
+);

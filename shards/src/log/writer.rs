@@ -333,6 +333,7 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, in_flight: usize)
     let mut durable_end = g.end_position;
     let write = match inner.mode {
         IoMode::Buffered => glommio::spawn_local(async move {
+            let file = file.get().await?;
             file.write_all_at(position, chunks)
                 .await
                 .map_err(|e| Error::io("write", file.path(), e))?;
@@ -377,6 +378,13 @@ async fn fail_from(
     failed.failed(error);
     let file = inner.state.borrow().active().file.clone();
     debug_assert_eq!(inner.state.borrow().active().size, position);
+    let file = match file.get().await {
+        Ok(file) => file,
+        Err(e) => {
+            repeated::error("could not cut a failed write", &file.path().display(), &e);
+            return;
+        }
+    };
     if let Err(cut) = file.truncate(position).await {
         repeated::error("could not cut a failed write", &file.path().display(), &cut);
     }

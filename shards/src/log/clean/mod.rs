@@ -36,6 +36,7 @@ mod tests;
 pub use throttle::IoThrottle;
 
 use super::segment::SegmentPaths;
+use super::segment_file::SegmentFile;
 use super::LogInner;
 use crate::error::{Error, Result};
 use crate::uring::File;
@@ -215,7 +216,7 @@ async fn run_pass(
         ..Default::default()
     };
     'segments: for source in &plan.sources[plan.dirty_from..] {
-        let mut batches = batches::SegmentBatches::new(source.file.clone(), source.size);
+        let mut batches = batches::SegmentBatches::new(source.file.get().await?, source.size);
         while let Some((_, header, bytes, read)) = batches.next().await? {
             if stop() {
                 return Ok(None);
@@ -267,6 +268,11 @@ async fn run_pass(
         outcome.bytes_read += counts.bytes_read;
         outcome.bytes_written += counts.bytes_written;
         let bases: Vec<i64> = run.iter().map(|s| s.base_offset).collect();
+        // The swap renames over the first source's path and unlinks the others: readers that
+        // took these segments before must keep reading what they held.
+        for source in run {
+            source.file.pin().await?;
+        }
         swap::decide(&inner.dir, bases[0], &bases).await?;
         if let Err(e) = swap::finish(&inner.dir, bases[0], &bases).await {
             // The swap is decided on disk but not done; the next open completes it. Until
@@ -324,9 +330,11 @@ async fn install(
 ) -> Result<()> {
     let base = run[0].base_offset;
     let paths = SegmentPaths::new(&inner.dir, base);
-    segment.file = File::open_rw(&paths.log)
-        .await
-        .map_err(|e| Error::io("open", &paths.log, e))?;
+    segment.file = SegmentFile::opened(
+        File::open_rw(&paths.log)
+            .await
+            .map_err(|e| Error::io("open", &paths.log, e))?,
+    );
     segment.paths = paths;
     let end = segment.next_offset;
     let replaced = {

@@ -16,6 +16,7 @@ use crate::batch::records::{record_section, record_spans, RecordSpan};
 use crate::batch::{codec, BatchError, BatchHeader, Compression, HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::log::segment::Segment;
+use crate::log::segment_file::SegmentFile;
 use crate::uring::{File, WriteChunk};
 use std::path::Path;
 
@@ -149,7 +150,7 @@ fn encode(
 #[derive(Clone)]
 pub(crate) struct SourceSegment {
     pub base_offset: i64,
-    pub file: File,
+    pub file: SegmentFile,
     pub size: u64,
     pub next_offset: i64,
     pub max_timestamp: i64,
@@ -180,12 +181,13 @@ pub(crate) async fn rewrite_run(
     let base = run[0].base_offset;
     let paths = swap::cleaned_paths(dir, base);
     let mut out = Segment::create_at(paths, base).await?;
+    let out_file = out.file.get().await?;
     let mut counts = RewriteCounts::default();
     // Kept batches are copied out: a slice would pin its whole 1 MiB read buffer.
     let mut pending: Vec<u8> = Vec::with_capacity(WRITE_BYTES);
     let mut written = 0u64;
     for source in run {
-        let mut batches = SegmentBatches::new(source.file.clone(), source.size);
+        let mut batches = SegmentBatches::new(source.file.get().await?, source.size);
         while let Some((_, header, bytes, read)) = batches.next().await? {
             if stop() {
                 return Ok(None);
@@ -210,12 +212,12 @@ pub(crate) async fn rewrite_run(
                 }
             }
             if pending.len() >= WRITE_BYTES {
-                written += flush_pending(&out.file, written, &mut pending, throttle).await?;
+                written += flush_pending(&out_file, written, &mut pending, throttle).await?;
             }
             glommio::yield_if_needed().await;
         }
     }
-    written += flush_pending(&out.file, written, &mut pending, throttle).await?;
+    written += flush_pending(&out_file, written, &mut pending, throttle).await?;
     debug_assert_eq!(written, out.size);
     counts.bytes_written = written;
     let last = run.last().expect("a run holds a segment");
@@ -237,10 +239,10 @@ pub(crate) async fn rewrite_run(
     let writes = out.index_writes();
     crate::log::segment::write_indexes(&writes, true).await?;
     out.indexes_persisted(&writes);
-    out.file
+    out_file
         .fdatasync()
         .await
-        .map_err(|e| Error::io("fdatasync", out.file.path(), e))?;
+        .map_err(|e| Error::io("fdatasync", out_file.path(), e))?;
     out.verified.insert(0, out.size);
     Ok(Some((out, counts)))
 }

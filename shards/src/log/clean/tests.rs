@@ -462,12 +462,16 @@ async fn offsets_in(r: &crate::log::ReadResult) -> Vec<i64> {
 
 /// A read that found its segment before a swap and ends after it must not leave a position in
 /// the old file for the next read from where it stopped (the cleaned segment keeps the base).
+///
+/// With a budget of one open segment file the read's file is closed before the swap, and the
+/// swap must pin it so the read still finds the bytes it located.
 #[test]
 fn a_read_spanning_a_swap_leaves_no_stale_position() {
-    for max_bytes in [800, 3000] {
+    for (max_bytes, open_files) in [(800, usize::MAX), (3000, usize::MAX), (800, 1)] {
         let dir = tempfile::tempdir().unwrap();
         let dir = dir.path().to_path_buf();
         run(move || async move {
+            crate::log::set_open_segment_files_max(open_files);
             let config = LogConfig {
                 index_interval_bytes: 1024,
                 ..compacted_config()
@@ -477,15 +481,24 @@ fn a_read_spanning_a_swap_leaves_no_stale_position() {
             log.flush().await.unwrap();
             let end = log.log_end_offset();
             let base = log.inner.state.borrow().segments[1].base_offset;
+            let before = log.read(base, max_bytes, end).await.unwrap();
+            let before = before.to_bytes().await.unwrap();
             let view = crate::log::read::segment_view(&log.inner, base, end).unwrap();
+            // The read took the segment before the clean, and opens its file after it.
             log.clean(&budget(u64::MAX), i64::MAX, 10)
                 .await
                 .unwrap()
                 .unwrap();
+            let view = view.open().await.unwrap();
             let first = crate::log::read::read_segment(&log.inner, view, base, max_bytes, end)
                 .await
                 .unwrap()
                 .unwrap();
+            assert_eq!(
+                first.to_bytes().await.unwrap(),
+                before,
+                "the read serves the segment it found, not the cleaned file at its path"
+            );
             let next = first.next_offset;
             let retained: Vec<i64> = read_records(&log).await.iter().map(|w| w.0).collect();
             let got = offsets_in(&log.read(next, 1 << 20, end).await.unwrap()).await;
