@@ -243,7 +243,7 @@ mod tests {
 
     async fn create(dir: &Path, name: &str, contents: &[u8]) -> SegmentFile {
         let file = File::open_rw(&dir.join(name)).await.unwrap();
-        file.write_all_at(0, vec![WriteChunk::Owned(contents.to_vec().into())])
+        file.write_all_at(0, vec![WriteChunk::Owned(contents.to_vec())])
             .await
             .unwrap();
         SegmentFile::opened(file)
