@@ -341,16 +341,7 @@ fn past_max_connections_per_ip_a_new_connection_is_closed_at_once() {
     assert!(closed_at_once(&broker), "a fourth past the override of 3");
     drop(broker);
 
-    let tmp = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(common::ferrite_binary())
-        .args(["serve", "--data-dir"])
-        .arg(tmp.path().join("data"))
-        .args(["--listen", "127.0.0.1:0", "--metrics", "off"])
-        .args(["--set", "max.connections.per.ip=0"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = common::serve_refused(&["--set", "max.connections.per.ip=0"]);
     assert!(
         stderr.contains("max.connections.per.ip.overrides must be set"),
         "{stderr}"

@@ -142,22 +142,7 @@ fn in_direct_mode_a_creation_the_descriptors_cannot_hold_is_refused() {
 #[test]
 fn a_limit_too_low_for_the_shards_stops_the_broker_at_start() {
     lower_descriptor_limit(300);
-    let tmp = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(common::ferrite_binary())
-        .args(["serve", "--data-dir"])
-        .arg(tmp.path().join("data"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics",
-            "off",
-            "--cores",
-            "2",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = common::serve_refused(&["--cores", "2"]);
     assert!(
         stderr.contains("the open file limit (ulimit -n) is 300; 2 shards need at least 384"),
         "{stderr}"

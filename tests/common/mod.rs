@@ -53,6 +53,22 @@ pub fn ferrite_binary() -> PathBuf {
     );
     bin
 }
+
+/// Runs `ferrite serve` on a fresh data directory with `args` added, which must make it refuse
+/// to start; its stderr.
+pub fn serve_refused(args: &[&str]) -> String {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(ferrite_binary())
+        .args(["serve", "--data-dir"])
+        .arg(tmp.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--metrics", "off"])
+        .args(args)
+        .output()
+        .expect("the broker binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "the broker started: {stderr}");
+    stderr
+}
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A loopback port no other test of this run has been given. The kernel's free port is only

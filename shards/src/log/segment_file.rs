@@ -231,15 +231,8 @@ impl SegmentFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::run_local as run;
     use crate::uring::WriteChunk;
-
-    fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move { f().await })
-            .unwrap()
-            .join()
-            .unwrap();
-    }
 
     async fn create(dir: &Path, name: &str, contents: &[u8]) -> SegmentFile {
         let file = File::open_rw(&dir.join(name)).await.unwrap();
