@@ -4,7 +4,10 @@
 # them. Prints the open file limit, the time to create them, open descriptors, resident memory
 # per partition (against the same broker empty), Metadata for all topics (a raw v1 request,
 # median and worst of 5), and the time until the broker listens again after a clean stop and
-# after kill -9. Run with the release binary and nothing else busy.
+# after kill -9. Then, on a fresh broker: ferrite-bench producing keyed 1 KiB records to one
+# partition and to 10,000 at once (throughput and acknowledgement p99), and the restart after
+# a kill -9 in the middle of the 10,000-partition produce. Run with the release binary and
+# nothing else busy.
 #
 #   perf/scale.sh [TOPICS] [PARTITIONS]
 set -euo pipefail
@@ -19,14 +22,24 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 port=19694
 per_shard=$(( (total + 1) / 2 + 1000 ))
 
+# start [DATA_DIR]: the broker, returning once it listens (or failing if it exits first).
 start() {
-  "$bin" serve --listen 127.0.0.1:$port --data-dir "$work/data" --metrics off \
+  "$bin" serve --listen 127.0.0.1:$port --data-dir "${1:-$work/data}" --metrics off \
     --set num.partitions="$per_topic" --set topic.partitions.per.shard="$per_shard" \
     2>>"$work/broker.log" &
   pid=$!
-  until (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null; do sleep 0.01; done
+  until (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null; do
+    kill -0 $pid 2>/dev/null || { echo "the broker exited; its log:" >&2; tail "$work/broker.log" >&2; exit 1; }
+    sleep 0.01
+  done
 }
 now() { date +%s.%N; }
+# kill -9 of the broker, returning once nothing listens on its port any more: a dead broker's
+# listening sockets outlive it by some milliseconds and would answer the next start's probe.
+kill_hard() {
+  kill -9 $pid; wait $pid 2>/dev/null || true
+  for _ in $(seq 500); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null || return 0; sleep 0.01; done
+}
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
 # Metadata v1 for every topic (topics: null), timed from the request's send to the last byte
@@ -82,8 +95,37 @@ printf 'Metadata for all topics (%s bytes): median %s ms, worst %s ms of 5\n' "$
 kill $pid; wait $pid || true
 s0=$(now); start; s1=$(now)
 printf 'restart after a clean stop: listening in %.2f s\n' "$(echo "$s1-$s0" | bc)"
-kill -9 $pid; wait $pid 2>/dev/null || true
+kill_hard
 s0=$(now); start; s1=$(now)
 printf 'restart after kill -9: listening in %.2f s\n' "$(echo "$s1-$s0" | bc)"
 printf 'open descriptors after the restart: %s\n' "$(ls /proc/$pid/fd | wc -l)"
+kill $pid; wait $pid || true
+
+# produce_keyed TOPIC PARTITIONS SECONDS: keyed records spread over the topic's partitions;
+# prints throughput and acknowledgement p99.
+produce_keyed() {
+  timeout 60 target/release/ferrite-bench produce --brokers 127.0.0.1:$port --topic "$1" --create \
+    --partitions "$2" --keys 100000 --partitioner hash --size 1024 --duration "$3" --warmup 2 \
+    --json "$work/$1.json" >"$work/$1.out" 2>&1
+  python3 - "$work/$1.json" "$2" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+n = int(sys.argv[2])
+print(f"produce to {n:,} partition{'s' if n > 1 else ''} (keyed, 1 KiB): {r['mb_per_sec']:.1f} MB/s, "
+      f"ack p99 {r['latency_ms']['p99']:.2f} ms, errors {r['errors']}")
+EOF
+}
+
+start "$work/produce"
+produce_keyed one 1 10
+produce_keyed many 10000 10
+# A kill -9 in the middle of the 10,000-partition produce: every partition has records past
+# its last checkpoint, which the restart scans and checkpoints.
+(produce_keyed many 10000 8 >/dev/null 2>&1 || true) &
+bench=$!
+sleep 6
+kill_hard
+wait $bench || true
+s0=$(now); start "$work/produce"; s1=$(now)
+printf 'restart after kill -9 during the 10,000-partition produce: listening in %.2f s\n' "$(echo "$s1-$s0" | bc)"
 kill $pid; wait $pid || true

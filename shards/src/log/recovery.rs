@@ -146,13 +146,14 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         writer_running: Cell::new(false),
         stats: LogStats::default(),
     });
-    // What was scanned is valid; make it durable and move the point past it, so the next
-    // crash does not scan it again. On a full disk these small files cannot be written, and the
-    // log is served all the same: the next start finds the older point and scans again.
+    // What was scanned past the point is valid but stays unflushed: the periodic checkpoint
+    // makes it durable and moves the point (see `checkpoint_at_open` for the one case stored
+    // here). On a full disk these small files cannot be written, and the log is served all the
+    // same: the next start finds the older point and scans again.
     if epochs_changed {
         unless_disk_full(flush::store_epochs(&inner).await, dir)?;
     }
-    unless_disk_full(flush::flush_and_checkpoint(&inner).await, dir)?;
+    unless_disk_full(flush::checkpoint_at_open(&inner, point).await, dir)?;
     writer::spawn(&inner);
     Ok(Log { inner })
 }

@@ -538,6 +538,68 @@ both_modes!(
 );
 
 both_modes!(
+    recovery_leaves_the_checkpoint_to_the_periodic_flush,
+    |dir: PathBuf, mode| async move {
+        let point_file = dir.join(checkpoint::FILE_NAME);
+        let stored_at = || std::fs::metadata(&point_file).unwrap().modified().unwrap();
+        // File times move by the kernel's tick: a pause longer than one makes a store visible.
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(30));
+        let log = open(&dir, mode, LogConfig::default()).await;
+        for i in 0..5 {
+            append(&log, &records(3, 200, i)).await;
+        }
+        log.close().await.unwrap();
+        let closed = stored_at();
+        pause();
+        // After a clean close: nothing to recover, nothing stored.
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert_eq!(stored_at(), closed, "reopened after a clean close");
+        // Killed with a batch past the checkpoint: recovery reads and serves it, unflushed,
+        // and leaves the point where it was until the periodic flush.
+        append(&log, &records(1, 10, 99)).await;
+        drop(log);
+        pause();
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert_eq!(stored_at(), closed, "nothing stored at open");
+        assert_eq!((log.log_end_offset(), log.flushed_offset()), (16, 15));
+        assert_eq!(read_all(&log, 0).await.len(), 6);
+        assert!(
+            log.flush_if_due(0).await.unwrap(),
+            "the recovered batch is due"
+        );
+        assert_eq!(log.flushed_offset(), 16);
+        let flushed = stored_at();
+        assert_ne!(flushed, closed, "a point past the recovered batch");
+        drop(log);
+        pause();
+        // With no point at all the log is scanned whole, and the periodic flush stores one.
+        std::fs::remove_file(&point_file).unwrap();
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert!(!point_file.exists(), "nothing stored at open");
+        assert_eq!(read_all(&log, 0).await.len(), 6);
+        assert!(log.flush_if_due(0).await.unwrap());
+        assert!(point_file.exists(), "the periodic flush stores a point");
+        let last = log.segment_bases().last().copied().unwrap();
+        let size_before_last = log.size_bytes() - (records(1, 10, 99).len() as u64);
+        log.close().await.unwrap();
+        // The file lost its last batch below the stored point: the point moves back at open.
+        let before = stored_at();
+        pause();
+        let segment_path = segment::SegmentPaths::new(&dir, last).log;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&segment_path)
+            .unwrap();
+        file.set_len(size_before_last).unwrap();
+        let log = open(&dir, mode, LogConfig::default()).await;
+        assert_eq!(log.log_end_offset(), 15);
+        assert_ne!(stored_at(), before, "a point no further than the log");
+        assert_eq!(log.flushed_offset(), 15);
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
     corruption_below_the_recovery_point_is_reported_not_served,
     |dir: PathBuf, mode| async move {
         let config = LogConfig {
