@@ -8,8 +8,14 @@ use bytes::{Bytes, BytesMut};
 use futures::AsyncReadExt;
 use std::io;
 
-/// Bytes asked of the socket per read while no frame is known to need more.
+/// Bytes asked of the socket per read while no frame is known to need more, when the last
+/// read filled what it asked for (requests are streaming in).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Asked instead when the last read did not fill its ask: the client has sent all it had, and
+/// the connection may now sit idle. A read must be given initialized memory, so whatever is
+/// asked is zeroed, and resident, while the connection waits: 4 KiB rather than 64 per idle
+/// connection (10,000 idle connections: 40 MiB rather than 640).
+const IDLE_READ_CHUNK_BYTES: usize = 4 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -28,13 +34,16 @@ pub enum FrameError {
 pub struct FrameReader {
     buf: BytesMut,
     max_frame_bytes: usize,
+    /// The last read filled what it asked for.
+    streaming: bool,
 }
 
 impl FrameReader {
     pub fn new(max_frame_bytes: usize) -> FrameReader {
         FrameReader {
-            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            buf: BytesMut::with_capacity(IDLE_READ_CHUNK_BYTES),
             max_frame_bytes,
+            streaming: false,
         }
     }
 
@@ -44,6 +53,7 @@ impl FrameReader {
         FrameReader {
             buf: buffered,
             max_frame_bytes,
+            streaming: false,
         }
     }
 
@@ -65,7 +75,12 @@ impl FrameReader {
     ) -> Result<(), FrameError> {
         while self.buf.len() < want {
             let have = self.buf.len();
-            let ask = (want - have).max(READ_CHUNK_BYTES.min(self.max_frame_bytes));
+            let chunk = if self.streaming {
+                READ_CHUNK_BYTES
+            } else {
+                IDLE_READ_CHUNK_BYTES
+            };
+            let ask = (want - have).max(chunk.min(self.max_frame_bytes));
             self.buf.resize(have + ask, 0);
             let n = match stream.read(&mut self.buf[have..]).await {
                 Ok(n) => n,
@@ -75,6 +90,7 @@ impl FrameReader {
                 }
             };
             self.buf.truncate(have + n);
+            self.streaming = n == ask;
             if n == 0 {
                 return Err(FrameError::Closed);
             }
@@ -111,9 +127,93 @@ impl FrameReader {
         self.fill(stream, 4 + size).await?;
         let mut frame = self.buf.split_to(4 + size);
         let _ = frame.split_to(4);
-        if self.buf.capacity() < READ_CHUNK_BYTES {
+        // Room for the next read, taken now only while requests stream in; otherwise the next
+        // read's ask reserves it.
+        if self.streaming && self.buf.capacity() < READ_CHUNK_BYTES {
             self.buf.reserve(READ_CHUNK_BYTES);
         }
         Ok(frame.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// A socket that hands out `pieces` one per read (as much of each as the read asks for)
+    /// and records how many bytes each read asked for.
+    struct Pieces {
+        pieces: std::collections::VecDeque<Vec<u8>>,
+        asks: Vec<usize>,
+    }
+
+    impl futures::AsyncRead for Pieces {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut [u8],
+        ) -> Poll<io::Result<usize>> {
+            self.asks.push(buf.len());
+            let Some(mut piece) = self.pieces.pop_front() else {
+                return Poll::Ready(Ok(0));
+            };
+            let n = piece.len().min(buf.len());
+            buf[..n].copy_from_slice(&piece[..n]);
+            if n < piece.len() {
+                self.pieces.push_front(piece.split_off(n));
+            }
+            Poll::Ready(Ok(n))
+        }
+    }
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        f
+    }
+
+    async fn next(reader: &mut FrameReader, socket: &mut Pieces) -> Bytes {
+        let size = reader.next_size(socket).await.unwrap();
+        reader.body(socket, size).await.unwrap()
+    }
+
+    #[test]
+    fn a_connection_between_small_requests_waits_with_a_small_read() {
+        futures::executor::block_on(async {
+            let mut socket = Pieces {
+                pieces: [frame(b"metadata"), frame(b"produce")].into(),
+                asks: Vec::new(),
+            };
+            let mut reader = FrameReader::new(100 << 20);
+            assert_eq!(&next(&mut reader, &mut socket).await[..], b"metadata");
+            assert_eq!(&next(&mut reader, &mut socket).await[..], b"produce");
+            assert!(
+                socket.asks.iter().all(|&ask| ask <= IDLE_READ_CHUNK_BYTES),
+                "reads asked for {:?}",
+                socket.asks
+            );
+        });
+    }
+
+    #[test]
+    fn requests_streaming_in_are_read_in_large_chunks_and_come_out_whole() {
+        futures::executor::block_on(async {
+            let bodies: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 1000 + i as usize]).collect();
+            let stream: Vec<u8> = bodies.iter().flat_map(|b| frame(b)).collect();
+            let mut socket = Pieces {
+                pieces: [stream].into(),
+                asks: Vec::new(),
+            };
+            let mut reader = FrameReader::new(100 << 20);
+            for body in &bodies {
+                assert_eq!(&next(&mut reader, &mut socket).await[..], &body[..]);
+            }
+            // The first read fills its small ask; the next asks for a whole chunk.
+            assert_eq!(socket.asks[0], IDLE_READ_CHUNK_BYTES);
+            assert!(socket.asks.contains(&READ_CHUNK_BYTES), "{:?}", socket.asks);
+            assert!(socket.asks.len() <= 3, "{:?}", socket.asks);
+        });
     }
 }
