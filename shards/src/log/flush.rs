@@ -71,7 +71,8 @@ pub(crate) async fn flush_and_checkpoint(inner: &Rc<LogInner>) -> Result<()> {
 /// At open, after recovery, given `stored` (the recovery point found on disk). As Kafka's log
 /// loader, recovery does not flush: what it read past the point stays unflushed, and the
 /// periodic checkpoint (`flush_if_due`, `log.recovery.checkpoint.interval.ms`) syncs it and
-/// moves the point once the log is served. A checkpoint here made every partition with data
+/// moves the point once the log is served (the sealed segments among what it read are sealed
+/// again in the background at open, and the checkpoint waits for those seals). A checkpoint here made every partition with data
 /// past its point cost four syncs (segment, both indexes, the point) before the broker
 /// listened: most of a restart after kill -9 during a produce to 10,000 partitions, and of a
 /// clean restart when the point was stored again regardless.

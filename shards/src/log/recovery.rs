@@ -37,6 +37,9 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
     let index_interval = options.config.index_interval_bytes;
     let mut segments = Vec::with_capacity(bases.len().max(1));
     let mut txn_indexes_sound = true;
+    // Segments read past the recovery point (or with none): their data may be in the page
+    // cache only, so the sealed ones among them are sealed again once the log is built.
+    let mut scanned = Vec::new();
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
         let paths = SegmentPaths::new(dir, base);
@@ -66,6 +69,9 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             }
             _ => scan_whole(&mut seg, file_size, index_interval).await?,
         };
+        if point.is_none_or(|p| base >= p.segment_base) {
+            scanned.push(base);
+        }
         segments.push(seg);
         if torn {
             for &later in &bases[i + 1..] {
@@ -110,7 +116,8 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             recovery_point: point.unwrap_or(RecoveryPoint::start_of(first_base)),
             recovery_point_file,
             unflushed_messages: 0,
-            oldest_unflushed_ms: None,
+            // What recovery read past the point counts as unflushed from now, for `flush.ms`.
+            oldest_unflushed_ms: (flushed < end_offset).then(now_ms),
             last_checkpoint_ms: now_ms(),
             read_hints: VecDeque::new(),
             writeback: (-1, 0),
@@ -152,6 +159,19 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
     // same: the next start finds the older point and scans again.
     if epochs_changed {
         unless_disk_full(flush::store_epochs(&inner).await, dir)?;
+    }
+    let active_base = inner.state.borrow().active().base_offset;
+    for base in scanned.into_iter().filter(|&b| b != active_base) {
+        let file = {
+            let st = inner.state.borrow();
+            st.segments
+                .iter()
+                .find(|s| s.base_offset == base)
+                .map(|s| s.file.clone())
+        };
+        if let Some(file) = file {
+            super::roll::seal_in_background(&inner, file.get().await?, base);
+        }
     }
     unless_disk_full(flush::checkpoint_at_open(&inner, point).await, dir)?;
     writer::spawn(&inner);

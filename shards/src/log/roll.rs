@@ -56,6 +56,15 @@ pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
         st.recent_positions.clear();
     }
     *inner.direct.borrow_mut() = direct;
+    seal_in_background(inner, file, base);
+    tracing::debug!(log = %inner.dir.display(), base = next_base, "rolled segment");
+    Ok(())
+}
+
+/// Makes the sealed segment at `base` (its file `file`) durable in a background task; flushes
+/// wait for it (`pending_seals`). Also used at open for the sealed segments recovery read past
+/// the recovery point, whose data reached the page cache but maybe not the disk.
+pub(crate) fn seal_in_background(inner: &Rc<LogInner>, file: crate::uring::File, base: i64) {
     let sealed = Rc::new(Latch::default());
     inner.pending_seals.borrow_mut().push(sealed.clone());
     let inner2 = inner.clone();
@@ -67,8 +76,6 @@ pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
         sealed.open();
     })
     .detach();
-    tracing::debug!(log = %inner.dir.display(), base = next_base, "rolled segment");
-    Ok(())
 }
 
 /// The durable half of a roll: the sealed segment's data and indexes, and the new directory

@@ -600,6 +600,46 @@ both_modes!(
 );
 
 both_modes!(
+    sealed_segments_read_past_the_point_are_sealed_again_at_open,
+    |dir: PathBuf, mode| async move {
+        let config = || LogConfig {
+            segment_bytes: 8192,
+            index_interval_bytes: 1024,
+            ..LogConfig::default()
+        };
+        let log = open(&dir, mode, config()).await;
+        append(&log, &records(1, 1500, 1)).await;
+        log.flush().await.unwrap();
+        for i in 0..12 {
+            append(&log, &records(1, 1500, i)).await;
+        }
+        let bases = log.segment_bases();
+        assert!(bases.len() >= 3, "rolled: {bases:?}");
+        log.flush().await.unwrap();
+        // Killed with the recovery point lost and the first segment's index never written:
+        // recovery reads every segment whole, past any point, and the sealed ones may hold
+        // data only in the page cache.
+        let log = {
+            drop(log);
+            let first = segment::SegmentPaths::new(&dir, bases[0]);
+            std::fs::write(dir.join(checkpoint::FILE_NAME), []).unwrap();
+            std::fs::File::create(&first.index).unwrap();
+            open(&dir, mode, config()).await
+        };
+        assert_eq!(read_all(&log, 0).await.len(), 13);
+        log.flush().await.unwrap();
+        for &base in &bases[..bases.len() - 1] {
+            let index = segment::SegmentPaths::new(&dir, base).index;
+            assert!(
+                std::fs::metadata(&index).unwrap().len() > 0,
+                "the index of sealed segment {base} is written again"
+            );
+        }
+        log.close().await.unwrap();
+    }
+);
+
+both_modes!(
     corruption_below_the_recovery_point_is_reported_not_served,
     |dir: PathBuf, mode| async move {
         let config = LogConfig {
