@@ -135,6 +135,73 @@ fn at_max_connections_a_new_connection_waits_until_one_closes() {
     assert!(broker.log().contains("max.connections reached"));
 }
 
+/// Sends ApiVersions on `conn`; whether it is answered within `wait`.
+fn answered_within(conn: &mut std::net::TcpStream, wait: Duration) -> bool {
+    conn.set_read_timeout(Some(wait)).unwrap();
+    conn.write_all(&wire::frame(
+        ApiKey::ApiVersions,
+        0,
+        7,
+        &ApiVersionsRequest::default(),
+    ))
+    .unwrap();
+    wire::read_frame(conn).is_some()
+}
+
+#[test]
+fn at_a_listeners_max_connections_its_new_connections_wait_and_the_others_are_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (plain, limited) = (common::free_port(), common::free_port());
+    let listeners =
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},LIMITED://127.0.0.1:{limited}");
+    let broker = Broker::start_at(
+        &tmp.path().join("data"),
+        plain,
+        &[
+            "--set",
+            &listeners,
+            "--set",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,LIMITED:PLAINTEXT",
+            "--set",
+            "listener.name.limited.max.connections=1",
+        ],
+    );
+    let limited_addr = format!("127.0.0.1:{limited}");
+    let mut first = wire::connect_to(&limited_addr);
+    assert!(answered_within(&mut first, Duration::from_secs(10)));
+    // The second on the limited listener waits, unanswered; the other listener serves on.
+    let mut second = wire::connect_to(&limited_addr);
+    assert!(
+        !answered_within(&mut second, Duration::from_millis(1500)),
+        "a second connection was served past listener.name.limited.max.connections=1"
+    );
+    for _ in 0..3 {
+        let mut other = wire::connect(&broker);
+        assert!(answered_within(&mut other, Duration::from_secs(10)));
+    }
+    // The first closes: the waiting one is accepted and answered.
+    drop(first);
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        wire::read_frame(&mut second).is_some(),
+        "the waiting connection was not served after the first closed"
+    );
+    assert!(broker
+        .log()
+        .contains("the listener's max.connections reached"));
+}
+
+#[test]
+fn a_listener_max_connections_that_is_not_a_count_stops_the_broker_at_start() {
+    let message = common::serve_refused(&["--set", "listener.name.plaintext.max.connections=many"]);
+    assert!(
+        message.contains("listener.name.plaintext.max.connections") && message.contains("many"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_creation_a_shard_cannot_open_is_undone_everywhere() {
     let mut broker = Broker::start(&[]);

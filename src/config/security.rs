@@ -10,6 +10,8 @@ use super::ConfigError;
 use std::collections::BTreeMap;
 
 /// Settings that may also be given per listener.
+/// Allowed under a listener's prefix only (see `listener_max_connections`).
+const LISTENER_MAX_CONNECTIONS: &str = "max.connections";
 const PER_LISTENER_KEYS: &[&str] = &[
     "ssl.keystore.type",
     "ssl.keystore.location",
@@ -53,6 +55,7 @@ pub enum KafkaConfigType {
     /// to the authorizer): Kafka cannot tell its type and treats the value as sensitive.
     Unknown = 0,
     String = 2,
+    Int = 3,
     List = 7,
     Password = 9,
 }
@@ -72,6 +75,7 @@ impl KafkaConfigType {
                 KafkaConfigType::List
             }
             "super.users" | "allow.everyone.if.no.acl.found" => KafkaConfigType::Unknown,
+            LISTENER_MAX_CONNECTIONS => KafkaConfigType::Int,
             _ => KafkaConfigType::String,
         }
     }
@@ -113,6 +117,7 @@ impl SecuritySettings {
             let known = rest.split_once('.').is_some_and(|(listener, key)| {
                 !listener.is_empty()
                     && (PER_LISTENER_KEYS.contains(&key)
+                        || key == LISTENER_MAX_CONNECTIONS
                         || MECHANISM_PREFIXES
                             .iter()
                             .any(|p| key.strip_prefix(p) == Some("sasl.jaas.config")))
@@ -121,7 +126,7 @@ impl SecuritySettings {
                 return Err(ConfigError::Field {
                     field: name.to_string(),
                     message: "unknown per-listener setting (listener.name.<name>.<ssl.* or \
-                              sasl.* setting>)"
+                              sasl.* setting, or max.connections>)"
                         .into(),
                 });
             }
@@ -138,6 +143,23 @@ impl SecuritySettings {
     /// A broker-wide setting as given.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
+    }
+
+    /// `listener.name.<listener>.max.connections` (KIP-402): the connections that listener
+    /// may hold, within the broker's `max.connections`; `None` when not set. Only the
+    /// prefixed form is a security setting: the broker-wide `max.connections` is the broker's.
+    pub fn listener_max_connections(&self, listener: &str) -> Result<Option<usize>, String> {
+        let name = format!(
+            "listener.name.{}.{LISTENER_MAX_CONNECTIONS}",
+            listener.to_ascii_lowercase()
+        );
+        self.get(&name)
+            .map(|v| {
+                v.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("{name}: {v:?} is not a count of connections"))
+            })
+            .transpose()
     }
 
     /// `name` for `listener`: its `listener.name.<listener>.` value, else the broker's.

@@ -87,7 +87,8 @@ pub fn serve(
             config.broker.partitions_per_shard,
             config.broker.max_connections,
         )
-        .with_connections_per_ip(config.broker.connections_per_ip.clone()),
+        .with_connections_per_ip(config.broker.connections_per_ip.clone())
+        .with_listener_limits(listener_limits(&config)?),
     );
     capacity
         .check_descriptor_limit()
@@ -423,19 +424,46 @@ pub(crate) async fn accept_until_shutdown(
     }
 }
 
-/// Kafka's broker-wide `max.connections`: at the bound the acceptor waits for a connection to
-/// close (`ConnectionQuotas.inc` blocks the same way), so new clients wait, unanswered, rather
-/// than being dropped. Each shard accepts first and then waits holding that one connection:
-/// a place reserved before accepting would sit idle on a shard the kernel sends no client to
-/// while another shard's clients wait. So at most one connection per shard is held past the
-/// bound.
-async fn connection_slot(shard: &Shard) -> Option<ConnectionSlot> {
+/// `listener.name.<l>.max.connections` of every listener that sets it.
+fn listener_limits(config: &BrokerConfig) -> anyhow::Result<Vec<(String, usize)>> {
+    let mut limits = Vec::new();
+    for listener in &config.listeners.list {
+        let max = config
+            .broker
+            .security
+            .listener_max_connections(&listener.name)
+            .map_err(anyhow::Error::msg)?;
+        limits.extend(max.map(|max| (listener.name.clone(), max)));
+    }
+    Ok(limits)
+}
+
+/// Kafka's `max.connections`, broker-wide and per listener (KIP-402): at a bound the acceptor
+/// waits for a connection to close (`ConnectionQuotas.inc` blocks the same way), so new
+/// clients wait, unanswered, rather than being dropped; a listener at its own bound waits
+/// while the others accept. Each shard accepts first and then waits holding that one
+/// connection: a place reserved before accepting would sit idle on a shard the kernel sends no
+/// client to while another shard's clients wait. So at most one connection per shard and
+/// listener is held past a bound.
+async fn connection_slot(shard: &Shard, listener: &str) -> Option<ConnectionSlot> {
+    let bound = shard.capacity.listener(listener);
     let mut waiting_since = None;
     loop {
-        if let Some(slot) = shard.capacity.open_connection() {
+        // The listener's place first, then the broker's; neither is kept without the other.
+        let claim = bound.map(|b| b.claim());
+        let listener_full = matches!(claim, Some(None));
+        let slot = match claim {
+            Some(None) => None,
+            Some(Some(claim)) => shard
+                .capacity
+                .open_connection()
+                .map(|slot| slot.with_listener_claim(Some(claim))),
+            None => shard.capacity.open_connection(),
+        };
+        if let Some(slot) = slot {
             if let Some(since) = waiting_since {
                 let waited_ms = Instant::elapsed(&since).as_millis() as u64;
-                tracing::info!(waited_ms, "a connection closed: accepting again");
+                tracing::info!(listener, waited_ms, "a connection closed: accepting again");
             }
             return Some(slot);
         }
@@ -444,10 +472,17 @@ async fn connection_slot(shard: &Shard) -> Option<ConnectionSlot> {
         }
         if waiting_since.is_none() {
             waiting_since = Some(Instant::now());
-            tracing::warn!(
-                max_connections = shard.capacity.max_connections,
-                "max.connections reached: new connections wait until one closes"
-            );
+            match bound.filter(|_| listener_full) {
+                Some(b) => tracing::warn!(
+                    listener,
+                    max_connections = b.max,
+                    "the listener's max.connections reached: its new connections wait until one closes"
+                ),
+                None => tracing::warn!(
+                    max_connections = shard.capacity.max_connections,
+                    "max.connections reached: new connections wait until one closes"
+                ),
+            }
         }
         glommio::timer::sleep(Duration::from_millis(10)).await;
     }
@@ -472,7 +507,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
                 }
             },
         };
-        let Some(slot) = connection_slot(&shard).await else {
+        let Some(slot) = connection_slot(&shard, &security.name).await else {
             return;
         };
         let slot = slot.with_ip_claim(ip_claim);

@@ -21,6 +21,7 @@
 //!     ≤ RLIMIT_NOFILE
 
 use super::connections_per_ip::{ConnectionsPerIp, IpClaim, PerIpLimits};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -58,16 +59,51 @@ pub struct Capacity {
     connections: AtomicUsize,
     /// `max.connections.per.ip`.
     pub per_ip: Arc<ConnectionsPerIp>,
+    /// `listener.name.<l>.max.connections`, by upper-case listener name.
+    listeners: HashMap<String, Arc<ListenerConnections>>,
 }
 
-/// One accepted connection's place in `max.connections` (and in its address's count), given
-/// back when dropped.
+/// One accepted connection's place in `max.connections` (and in its address's and its
+/// listener's counts), given back when dropped.
 pub struct ConnectionSlot {
     capacity: Arc<Capacity>,
     _ip: Option<IpClaim>,
+    _listener: Option<ListenerClaim>,
+}
+
+/// `listener.name.<l>.max.connections` (KIP-402): one listener's bound and its connections
+/// open, over all shards.
+#[derive(Debug)]
+pub struct ListenerConnections {
+    pub max: usize,
+    open: AtomicUsize,
+}
+
+/// A connection's place in its listener's count, given back when dropped.
+pub struct ListenerClaim(Arc<ListenerConnections>);
+
+impl ListenerConnections {
+    /// A place for one more connection on the listener, or `None` at its bound.
+    pub fn claim(self: &Arc<Self>) -> Option<ListenerClaim> {
+        let taken = self.open.fetch_add(1, Ordering::AcqRel);
+        let claim = ListenerClaim(self.clone());
+        (taken < self.max).then_some(claim)
+    }
+}
+
+impl Drop for ListenerClaim {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl ConnectionSlot {
+    /// The slot holds the connection's place in its listener's count too.
+    pub fn with_listener_claim(mut self, claim: Option<ListenerClaim>) -> ConnectionSlot {
+        self._listener = claim;
+        self
+    }
+
     /// The slot holds the connection's place in its address's count too (none when the
     /// peer's address is unknown).
     pub fn with_ip_claim(mut self, claim: Option<IpClaim>) -> ConnectionSlot {
@@ -108,6 +144,7 @@ impl Capacity {
             },
             connections: AtomicUsize::new(0),
             per_ip: Arc::default(),
+            listeners: HashMap::new(),
         }
     }
 
@@ -124,6 +161,29 @@ impl Capacity {
         ))
     }
 
+    /// With the bound of each listener that has one (`listener.name.<l>.max.connections`).
+    pub fn with_listener_limits(
+        mut self,
+        limits: impl IntoIterator<Item = (String, usize)>,
+    ) -> Capacity {
+        self.listeners = limits
+            .into_iter()
+            .map(|(name, max)| {
+                let counts = ListenerConnections {
+                    max,
+                    open: AtomicUsize::new(0),
+                };
+                (name, Arc::new(counts))
+            })
+            .collect();
+        self
+    }
+
+    /// The bound of listener `name` (upper case), if it has one.
+    pub fn listener(&self, name: &str) -> Option<&Arc<ListenerConnections>> {
+        self.listeners.get(name)
+    }
+
     /// With `max.connections.per.ip` and its overrides.
     pub fn with_connections_per_ip(mut self, limits: PerIpLimits) -> Capacity {
         self.per_ip = Arc::new(ConnectionsPerIp::new(limits));
@@ -136,6 +196,7 @@ impl Capacity {
         let slot = ConnectionSlot {
             capacity: self.clone(),
             _ip: None,
+            _listener: None,
         };
         (taken < self.max_connections).then_some(slot)
     }
