@@ -74,12 +74,20 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         }
         segments.push(seg);
         if torn {
-            for &later in &bases[i + 1..] {
+            let later_segments = &bases[i + 1..];
+            for &later in later_segments {
                 tracing::warn!(log = %dir.display(), base = later, "removing segment after a torn tail");
                 let paths = SegmentPaths::new(dir, later);
                 for p in paths.all() {
                     let _ = uring::unlink(p).await;
                 }
+            }
+            // The removals are made durable before the log is served: a segment that came back
+            // after another crash would be read after the cut one, its offsets not following.
+            if !later_segments.is_empty() {
+                uring::sync_dir(dir)
+                    .await
+                    .map_err(|e| Error::io("fsync", dir, e))?;
             }
             break;
         }
