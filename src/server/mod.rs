@@ -96,12 +96,12 @@ pub fn serve(
     tracing::info!(
         descriptor_limit,
         segment_files_per_shard = capacity.segment_files_per_shard,
-        max_connections = capacity.max_connections,
+        max_connections = capacity.max_connections(),
         "open file limit (ulimit -n) shared out"
     );
-    if capacity.max_connections < config.broker.max_connections {
+    if capacity.max_connections() < config.broker.max_connections {
         tracing::info!(
-            max_connections = capacity.max_connections,
+            max_connections = capacity.max_connections(),
             descriptor_limit,
             "connections are bounded by the file descriptor limit"
         );
@@ -479,7 +479,7 @@ async fn connection_slot(shard: &Shard, listener: &str) -> Option<ConnectionSlot
                     "the listener's max.connections reached: its new connections wait until one closes"
                 ),
                 None => tracing::warn!(
-                    max_connections = shard.capacity.max_connections,
+                    max_connections = shard.capacity.max_connections(),
                     "max.connections reached: new connections wait until one closes"
                 ),
             }

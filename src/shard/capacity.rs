@@ -49,49 +49,55 @@ pub struct Capacity {
     pub descriptor_limit: u64,
     /// `topic.partitions.per.shard`.
     pub partitions_per_shard: usize,
-    /// `max.connections`, lowered to what the descriptors allow.
-    pub max_connections: usize,
     /// Segment files each shard keeps open at most.
     pub segment_files_per_shard: u64,
     shards: u64,
     /// Descriptors a new partition holds of its own: 1 when a shard runs in direct mode.
     descriptors_per_new_partition: u64,
-    connections: AtomicUsize,
+    /// `max.connections`, lowered to what the descriptors allow, and the connections open.
+    connections: Arc<ConnectionCount>,
     /// `max.connections.per.ip`.
     pub per_ip: Arc<ConnectionsPerIp>,
     /// `listener.name.<l>.max.connections`, by upper-case listener name.
-    listeners: HashMap<String, Arc<ListenerConnections>>,
+    listeners: HashMap<String, Arc<ConnectionCount>>,
 }
 
 /// One accepted connection's place in `max.connections` (and in its address's and its
 /// listener's counts), given back when dropped.
 pub struct ConnectionSlot {
-    capacity: Arc<Capacity>,
+    _broker: ConnectionClaim,
     _ip: Option<IpClaim>,
-    _listener: Option<ListenerClaim>,
+    _listener: Option<ConnectionClaim>,
 }
 
-/// `listener.name.<l>.max.connections` (KIP-402): one listener's bound and its connections
-/// open, over all shards.
+/// A bound on connections and the connections open under it, over all shards: the broker's
+/// `max.connections`, or one listener's `listener.name.<l>.max.connections` (KIP-402).
 #[derive(Debug)]
-pub struct ListenerConnections {
+pub struct ConnectionCount {
     pub max: usize,
     open: AtomicUsize,
 }
 
-/// A connection's place in its listener's count, given back when dropped.
-pub struct ListenerClaim(Arc<ListenerConnections>);
+/// A connection's place in a `ConnectionCount`, given back when dropped.
+pub struct ConnectionClaim(Arc<ConnectionCount>);
 
-impl ListenerConnections {
-    /// A place for one more connection on the listener, or `None` at its bound.
-    pub fn claim(self: &Arc<Self>) -> Option<ListenerClaim> {
+impl ConnectionCount {
+    fn new(max: usize) -> Arc<ConnectionCount> {
+        Arc::new(ConnectionCount {
+            max,
+            open: AtomicUsize::new(0),
+        })
+    }
+
+    /// A place for one more connection, or `None` at the bound.
+    pub fn claim(self: &Arc<Self>) -> Option<ConnectionClaim> {
         let taken = self.open.fetch_add(1, Ordering::AcqRel);
-        let claim = ListenerClaim(self.clone());
+        let claim = ConnectionClaim(self.clone());
         (taken < self.max).then_some(claim)
     }
 }
 
-impl Drop for ListenerClaim {
+impl Drop for ConnectionClaim {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
@@ -99,7 +105,7 @@ impl Drop for ListenerClaim {
 
 impl ConnectionSlot {
     /// The slot holds the connection's place in its listener's count too.
-    pub fn with_listener_claim(mut self, claim: Option<ListenerClaim>) -> ConnectionSlot {
+    pub fn with_listener_claim(mut self, claim: Option<ConnectionClaim>) -> ConnectionSlot {
         self._listener = claim;
         self
     }
@@ -109,12 +115,6 @@ impl ConnectionSlot {
     pub fn with_ip_claim(mut self, claim: Option<IpClaim>) -> ConnectionSlot {
         self._ip = claim;
         self
-    }
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.capacity.connections.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -134,7 +134,6 @@ impl Capacity {
         Capacity {
             descriptor_limit,
             partitions_per_shard,
-            max_connections: max_connections.min(connection_share.max(1) as usize),
             segment_files_per_shard: (spare / SEGMENT_FILE_SHARE_OF_DESCRIPTORS / shards).max(1),
             shards,
             descriptors_per_new_partition: if direct {
@@ -142,7 +141,9 @@ impl Capacity {
             } else {
                 0
             },
-            connections: AtomicUsize::new(0),
+            connections: ConnectionCount::new(
+                max_connections.min(connection_share.max(1) as usize),
+            ),
             per_ip: Arc::default(),
             listeners: HashMap::new(),
         }
@@ -168,19 +169,13 @@ impl Capacity {
     ) -> Capacity {
         self.listeners = limits
             .into_iter()
-            .map(|(name, max)| {
-                let counts = ListenerConnections {
-                    max,
-                    open: AtomicUsize::new(0),
-                };
-                (name, Arc::new(counts))
-            })
+            .map(|(name, max)| (name, ConnectionCount::new(max)))
             .collect();
         self
     }
 
     /// The bound of listener `name` (upper case), if it has one.
-    pub fn listener(&self, name: &str) -> Option<&Arc<ListenerConnections>> {
+    pub fn listener(&self, name: &str) -> Option<&Arc<ConnectionCount>> {
         self.listeners.get(name)
     }
 
@@ -191,18 +186,21 @@ impl Capacity {
     }
 
     /// A place for one more connection, or `None` at `max.connections`.
-    pub fn open_connection(self: &Arc<Self>) -> Option<ConnectionSlot> {
-        let taken = self.connections.fetch_add(1, Ordering::AcqRel);
-        let slot = ConnectionSlot {
-            capacity: self.clone(),
+    pub fn open_connection(&self) -> Option<ConnectionSlot> {
+        Some(ConnectionSlot {
+            _broker: self.connections.claim()?,
             _ip: None,
             _listener: None,
-        };
-        (taken < self.max_connections).then_some(slot)
+        })
+    }
+
+    /// `max.connections`, lowered to what the descriptors allow.
+    pub fn max_connections(&self) -> usize {
+        self.connections.max
     }
 
     pub fn connections_open(&self) -> usize {
-        self.connections.load(Ordering::Acquire)
+        self.connections.open.load(Ordering::Acquire)
     }
 
     /// Whether shards holding `per_shard_after` partitions (after a change adding `added`
@@ -240,8 +238,9 @@ impl Capacity {
         if own == 0 {
             return Ok(());
         }
-        let connections_to_come =
-            self.max_connections.saturating_sub(self.connections_open()) as u64;
+        let connections_to_come = self
+            .max_connections()
+            .saturating_sub(self.connections_open()) as u64;
         let segment_files = self.segment_files_per_shard * self.shards;
         let needed = open_now
             + segment_files
@@ -255,7 +254,7 @@ impl Capacity {
                  ({}) and the broker itself, of a limit of {} (raise LimitNOFILE, or lower \
                  max.connections)",
                 connections_to_come * DESCRIPTORS_PER_CONNECTION + DESCRIPTOR_HEADROOM,
-                self.max_connections,
+                self.max_connections(),
                 self.descriptor_limit
             ));
         }
@@ -359,6 +358,6 @@ mod tests {
     #[test]
     fn max_connections_is_lowered_to_a_quarter_of_the_descriptors() {
         let c = Capacity::new(20_000, 2, false, 1000, usize::MAX);
-        assert_eq!(c.max_connections, (20_000 - 256) / 4 / 3);
+        assert_eq!(c.max_connections(), (20_000 - 256) / 4 / 3);
     }
 }
