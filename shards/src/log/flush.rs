@@ -72,10 +72,11 @@ pub(crate) async fn flush_and_checkpoint(inner: &Rc<LogInner>) -> Result<()> {
 /// loader, recovery does not flush: what it read past the point stays unflushed, and the
 /// periodic checkpoint (`flush_if_due`, `log.recovery.checkpoint.interval.ms`) syncs it and
 /// moves the point once the log is served (the sealed segments among what it read are sealed
-/// again in the background at open, and the checkpoint waits for those seals). A checkpoint here made every partition with data
-/// past its point cost four syncs (segment, both indexes, the point) before the broker
-/// listened: most of a restart after kill -9 during a produce to 10,000 partitions, and of a
-/// clean restart when the point was stored again regardless.
+/// again in the background at open, and the checkpoint waits for those seals). A checkpoint
+/// here made every partition with data past its point cost four syncs (segment, both
+/// indexes, the point) before the broker listened: most of a restart after kill -9 during a
+/// produce to 10,000 partitions, and of a clean restart when the point was stored again
+/// regardless.
 ///
 /// Stored here all the same when recovery found less than the stored point claims (data lost
 /// below it): appends would otherwise reach past the stale point at other positions, and a

@@ -70,7 +70,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
             _ => scan_whole(&mut seg, file_size, index_interval).await?,
         };
         if point.is_none_or(|p| base >= p.segment_base) {
-            scanned.push(base);
+            scanned.push((base, seg.file.clone()));
         }
         segments.push(seg);
         if torn {
@@ -169,17 +169,8 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         unless_disk_full(flush::store_epochs(&inner).await, dir)?;
     }
     let active_base = inner.state.borrow().active().base_offset;
-    for base in scanned.into_iter().filter(|&b| b != active_base) {
-        let file = {
-            let st = inner.state.borrow();
-            st.segments
-                .iter()
-                .find(|s| s.base_offset == base)
-                .map(|s| s.file.clone())
-        };
-        if let Some(file) = file {
-            super::roll::seal_in_background(&inner, file.get().await?, base);
-        }
+    for (base, file) in scanned.into_iter().filter(|(b, _)| *b != active_base) {
+        super::roll::seal_in_background(&inner, file.get().await?, base);
     }
     unless_disk_full(flush::checkpoint_at_open(&inner, point).await, dir)?;
     writer::spawn(&inner);
