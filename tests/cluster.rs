@@ -5,8 +5,8 @@
 mod common;
 
 use common::cluster::{
-    broker_ids, cluster_args, isr, leaders, metadata, reassign, start_broker_on, start_cluster,
-    wait_until, SESSION_MS,
+    broker_ids, cluster_args, describe_config, isr, leaders, metadata, reassign, set_config,
+    start_broker_on, start_cluster, wait_until, BROKER, SESSION_MS, TOPIC,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
@@ -331,59 +331,6 @@ fn a_chroot_zookeeper_cannot_hold_stops_the_broker_with_a_clear_error() {
 /// IncrementalAlterConfigs on one broker of a ZooKeeper cluster: the configs go to
 /// `/config/topics/<t>` (with a `/config/changes` notification) and every broker's view, so
 /// every broker reports them (and its shards apply them, as on a single node).
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
-
-/// One config of a resource as `b` describes it: value, source, and its synonyms' sources.
-fn describe_config(
-    b: &Broker,
-    kind: i8,
-    name: &str,
-    key: &str,
-) -> Option<(Option<String>, i8, Vec<i8>)> {
-    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-    let mut conn = wire::connect(b);
-    let body = DescribeConfigsRequest::default()
-        .with_include_synonyms(true)
-        .with_resources(vec![DescribeConfigsResource::default()
-            .with_resource_type(kind)
-            .with_resource_name(StrBytes::from_string(name.to_string()))
-            .with_configuration_keys(Some(vec![StrBytes::from_string(
-                key.to_string(),
-            )]))]);
-    let answer: DescribeConfigsResponse = wire::call(&mut conn, ApiKey::DescribeConfigs, 4, &body);
-    let entry = answer.results[0].configs.first().cloned()?;
-    Some((
-        entry.value.map(|v| v.to_string()),
-        entry.config_source,
-        entry.synonyms.iter().map(|s| s.source).collect(),
-    ))
-}
-
-/// IncrementalAlterConfigs SET of one key through `b`: the resource's error code.
-fn set_config(b: &Broker, kind: i8, name: &str, key: &str, value: &str) -> i16 {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
-    use kafka_protocol::messages::{
-        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    };
-    let mut conn = wire::connect(b);
-    let body = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(kind)
-            .with_resource_name(StrBytes::from_string(name.to_string()))
-            .with_configs(vec![AlterableConfig::default()
-                .with_name(StrBytes::from_string(key.to_string()))
-                .with_config_operation(0)
-                .with_value(Some(StrBytes::from_string(value.to_string())))]),
-    ]);
-    let answer: IncrementalAlterConfigsResponse =
-        wire::call(&mut conn, ApiKey::IncrementalAlterConfigs, 1, &body);
-    answer.responses[0].error_code
-}
-
 #[test]
 fn a_topic_config_altered_on_one_broker_is_in_force_on_every_broker() {
     let zk = ZooKeeper::start();

@@ -12,6 +12,7 @@
 //! last view stays: leaders keep serving and nothing changes.
 
 pub mod acls;
+mod changes;
 mod duties;
 pub mod requests;
 mod session;

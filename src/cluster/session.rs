@@ -3,13 +3,15 @@
 //!
 //! Per session: connect; create the persistent parents and the cluster id; register
 //! `/brokers/ids/<id>` (waiting out the ephemeral of a previous incarnation whose session has
-//! not expired yet); watch the whole tree with one persistent recursive watch. Then, after each
-//! change (debounced) or request: try to become controller if nobody is, carry out the
-//! controller's duties if we are, read the tree and publish it if it changed.
+//! not expired yet); watch the whole tree with one persistent recursive watch and read it
+//! whole once. Then, after each change (debounced) or request: try to become controller if
+//! nobody is, read again what the watch reported (`changes.rs`), carry out the controller's
+//! duties if we are, and publish the view if it changed.
 //!
 //! An expired session ends the loop: the broker publishes a fenced view (it leads nothing),
 //! then starts a new session and registers again. A disconnection alone changes nothing.
 
+use super::changes::{self, Changed};
 use super::requests::{self, CreateOutcome, Request};
 use super::view::{self, ZkTree};
 use super::znodes::{self, BrokerRegistration, ControllerRegistration};
@@ -22,7 +24,8 @@ use smol::Timer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zookeeper_client::{
-    AddWatchMode, Client, Error, PersistentWatcher, SessionState, StateWatcher, WatchedEvent,
+    AddWatchMode, Client, Error, EventType, PersistentWatcher, SessionState, StateWatcher,
+    WatchedEvent,
 };
 
 /// How long the first registration and view may take before start-up fails.
@@ -82,7 +85,8 @@ struct ControlLoop {
     requests: mpsc::UnboundedReceiver<Request>,
     views: mpsc::UnboundedSender<Arc<ClusterMetadata>>,
     first: Option<std::sync::mpsc::Sender<Arc<ClusterMetadata>>>,
-    last_tree: ZkTree,
+    /// What ZooKeeper holds, as last read.
+    tree: ZkTree,
     last_view: Option<Arc<ClusterMetadata>>,
     last_preferred_check: Instant,
 }
@@ -107,7 +111,7 @@ impl ControlLoop {
             requests,
             views,
             first: Some(first),
-            last_tree: ZkTree::default(),
+            tree: ZkTree::default(),
             last_view: None,
             last_preferred_check: Instant::now(),
         }
@@ -130,7 +134,7 @@ impl ControlLoop {
                         "ZooKeeper session expired: fenced until registered again"
                     );
                     self.publish(view::metadata_of(
-                        &self.last_tree,
+                        &self.tree,
                         self.options.node_id,
                         self.options.shards,
                         true,
@@ -166,6 +170,9 @@ impl ControlLoop {
             watcher,
             state,
             controller_epoch: None,
+            changed: Changed::everything(),
+            expired: false,
+            watch_lost: false,
         })
     }
 
@@ -197,6 +204,9 @@ impl ControlLoop {
             if let Err(e) = self.refresh(&mut s).await {
                 tracing::warn!(error = %e, "reading ZooKeeper failed; keeping the last view");
             }
+            if s.expired {
+                return SessionEnd::Expired;
+            }
             let wake = {
                 let changed = async { Wake::Changed(s.watcher.changed().await) };
                 let request = async { Wake::Request(self.requests.next().await) };
@@ -217,14 +227,10 @@ impl ControlLoop {
                 Wake::Changed(event) if event.session_state.is_terminated() => {
                     return SessionEnd::Expired
                 }
-                Wake::Changed(_) => {
+                Wake::Changed(event) => {
                     // Let a burst of changes settle, then read once for all of them.
+                    s.note(&event);
                     Timer::after(DEBOUNCE).await;
-                    while let Some(event) = s.watcher.changed().now_or_never() {
-                        if event.session_state.is_terminated() {
-                            return SessionEnd::Expired;
-                        }
-                    }
                 }
                 Wake::Request(None) => return SessionEnd::Stopped,
                 Wake::Request(Some(r)) => {
@@ -241,7 +247,10 @@ impl ControlLoop {
                     loop {
                         match s.state.changed().await {
                             state if state.is_terminated() => return SessionEnd::Expired,
-                            SessionState::SyncConnected => break,
+                            SessionState::SyncConnected => {
+                                s.reconnected();
+                                break;
+                            }
                             _ => {}
                         }
                     }
@@ -251,11 +260,11 @@ impl ControlLoop {
         }
     }
 
-    /// Elects, does the controller's duties, reads the tree and publishes it.
+    /// Elects, reads what changed, does the controller's duties and publishes the view.
     async fn refresh(&mut self, s: &mut Session) -> Result<(), Error> {
         let node = self.options.node_id;
         s.controller_epoch = elect(&s.client, node, s.controller_epoch).await?;
-        let mut tree = view::read_tree(&s.client).await?;
+        self.read_changes(s).await?;
         if let Some(epoch) = s.controller_epoch {
             let restore = self
                 .options
@@ -264,15 +273,35 @@ impl ControlLoop {
             if restore {
                 self.last_preferred_check = Instant::now();
             }
-            let changes = duties::run(&s.client, &tree, epoch, restore).await?;
+            let changes = duties::run(&s.client, &self.tree, epoch, restore).await?;
             if changes.states_written + changes.topics_deleted > 0 {
-                tree = view::read_tree(&s.client).await?;
+                // ZooKeeper delivers a watched znode's event before the answer to the write
+                // that changed it, so the events of these writes are already queued.
+                self.read_changes(s).await?;
             }
         }
-        let metadata = view::metadata_of(&tree, node, self.options.shards, false);
-        self.last_tree = tree;
+        let metadata = view::metadata_of(&self.tree, node, self.options.shards, false);
         self.publish(metadata);
         Ok(())
+    }
+
+    /// Reads again what the events queued so far name; after a failed read, the next is
+    /// whole.
+    async fn read_changes(&mut self, s: &mut Session) -> Result<(), Error> {
+        s.take_events();
+        if s.watch_lost {
+            s.watch_again().await?;
+        }
+        let changed = std::mem::replace(&mut s.changed, Changed::nothing());
+        if changed.is_nothing() {
+            return Ok(());
+        }
+        tracing::debug!(?changed, "reading what ZooKeeper reported as changed");
+        let result = changes::read_changed(&s.client, &mut self.tree, changed).await;
+        if result.is_err() {
+            s.changed = Changed::everything();
+        }
+        result
     }
 
     fn publish(&mut self, metadata: ClusterMetadata) {
@@ -306,7 +335,7 @@ impl ControlLoop {
                     let ready =
                         results.iter().all(|(name, r)| {
                             *r != CreateOutcome::Created
-                                || self.last_tree.topics.get(name).is_some_and(|t| {
+                                || self.tree.topics.get(name).is_some_and(|t| {
                                     t.partitions.values().all(|p| p.state.is_some())
                                 })
                         });
@@ -418,6 +447,62 @@ struct Session {
     state: StateWatcher,
     /// Our epoch while we are the controller.
     controller_epoch: Option<i32>,
+    /// What the watch reported and has not been read yet; whole at the session's start.
+    changed: Changed,
+    /// The watch reported the session's end; it must not be polled again.
+    expired: bool,
+    /// The connection was lost since the watch was added, so the server may no longer hold
+    /// it: it is added again before the next read.
+    watch_lost: bool,
+}
+
+impl Session {
+    /// Notes every event the watch has queued.
+    fn take_events(&mut self) {
+        while !self.expired {
+            let Some(event) = self.watcher.changed().now_or_never() else {
+                return;
+            };
+            self.note(&event);
+        }
+    }
+
+    fn note(&mut self, event: &WatchedEvent) {
+        if event.session_state.is_terminated() {
+            self.expired = true;
+            return;
+        }
+        if event.event_type == EventType::Session
+            && event.session_state == SessionState::Disconnected
+        {
+            self.reconnected();
+        }
+        self.changed.note(event);
+    }
+
+    /// The session is (or will be) back on a new connection: what changed meanwhile sent no
+    /// events (ZOOKEEPER-4698), and the watch itself must be added again.
+    fn reconnected(&mut self) {
+        self.watch_lost = true;
+        self.changed = Changed::everything();
+    }
+
+    /// Adds the persistent recursive watch on a new connection. zookeeper-client 0.11.2 sends
+    /// only the one-shot watches again when it reconnects (`resend_watches` never reaches the
+    /// persistent ones), so without this a broker whose connection dropped once would hear of
+    /// no change after it. Adding it again is harmless where the client did restore it: the
+    /// server keeps one watch per path and mode. The old watcher goes after the new one is in
+    /// place, so dropping it asks the server to remove nothing.
+    async fn watch_again(&mut self) -> Result<(), Error> {
+        let watcher = self
+            .client
+            .watch("/", AddWatchMode::PersistentRecursive)
+            .await?;
+        self.watcher = watcher;
+        self.watch_lost = false;
+        self.changed = Changed::everything();
+        Ok(())
+    }
 }
 
 enum SessionEnd {

@@ -1,14 +1,16 @@
 //! Reading what ZooKeeper holds into a `ClusterMetadata` snapshot for the shards.
 //!
-//! The whole tree is read again on every change (debounced by the session loop): simple, and
-//! cheap for clusters of a few hundred partitions. A topic whose assignment is there but whose
-//! partition states are not yet (the controller creates them) shows leader -1.
+//! The whole tree is read when a session starts or comes back from a disconnection; after that
+//! only what the watch reports as changed is read again (`changes.rs`). A topic whose
+//! assignment is there but whose partition states are not yet (the controller creates them)
+//! shows leader -1.
 
 use super::znodes::{self, BrokerRegistration, EntityConfig, PartitionState, TopicAssignment};
 use crate::metadata::{
     BrokerInfo, ClusterMetadata, DynamicBrokerConfigs, PartitionInfo, Reassignment, TopicInfo,
 };
 use ferrite_shards::placement::ShardId;
+use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zookeeper_client::{Client, Error};
@@ -92,7 +94,7 @@ async fn entity_config(client: &Client, path: &str) -> Result<BTreeMap<String, S
 /// Every client quota entity with values (`/config/users/<u>`, `/config/users/<u>/clients/<c>`
 /// and `/config/clients/<c>`), and every user's SCRAM credentials (`/config/users/<u>`). Names
 /// that are not Kafka's sanitized form are skipped.
-async fn read_user_and_client_configs(
+pub(super) async fn read_user_and_client_configs(
     client: &Client,
 ) -> Result<
     (
@@ -157,58 +159,150 @@ async fn read_user_and_client_configs(
     Ok((quotas, scram_users))
 }
 
+/// How many topics a whole read reads at once (each pipelines its partition states).
+const TOPICS_IN_FLIGHT: usize = 32;
+
 pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
-    let mut tree = ZkTree::default();
-    if let Some((bytes, _)) = data_or_none(client, znodes::CLUSTER_ID).await? {
-        if let Some(id) = decoded::<znodes::ClusterId>(znodes::CLUSTER_ID, &bytes) {
-            tree.cluster_id = id.id;
-        }
-    }
-    if let Some((bytes, _)) = data_or_none(client, znodes::CONTROLLER).await? {
-        tree.controller = decoded::<znodes::ControllerRegistration>(znodes::CONTROLLER, &bytes)
-            .map(|c| c.brokerid);
-    }
+    let mut tree = ZkTree {
+        cluster_id: read_cluster_id(client).await?,
+        controller: read_controller(client).await?,
+        ..Default::default()
+    };
     for id in children(client, znodes::BROKER_IDS).await? {
         let Ok(n) = id.parse::<i32>() else { continue };
-        let path = znodes::broker_path(n);
-        if let Some((bytes, _)) = data_or_none(client, &path).await? {
-            if let Some(b) = decoded::<BrokerRegistration>(&path, &bytes) {
-                tree.brokers.insert(n, b);
-            }
+        if let Some(b) = read_broker(client, n).await? {
+            tree.brokers.insert(n, b);
         }
     }
-    for name in children(client, znodes::TOPICS).await? {
-        let path = znodes::topic_path(&name);
-        let Some((bytes, assignment_version)) = data_or_none(client, &path).await? else {
-            continue;
-        };
-        let Some(assignment) = decoded::<TopicAssignment>(&path, &bytes) else {
-            continue;
-        };
-        let reassignments = assignment.reassignments();
-        let configs = entity_config(client, &znodes::topic_config_path(&name)).await?;
-        let mut partitions = BTreeMap::new();
-        for (p, replicas) in assignment.replicas() {
-            let state_path = znodes::partition_state_path(&name, p);
-            let state = data_or_none(client, &state_path)
-                .await?
-                .and_then(|(bytes, version)| {
-                    decoded::<PartitionState>(&state_path, &bytes).map(|s| (s, version))
-                });
-            partitions.insert(p, ZkPartition { replicas, state });
+    let names = children(client, znodes::TOPICS).await?;
+    let mut topics = futures::stream::iter(names)
+        .map(|name| async move {
+            let topic = read_topic(client, &name, None).await;
+            (name, topic)
+        })
+        .buffered(TOPICS_IN_FLIGHT);
+    while let Some((name, topic)) = topics.next().await {
+        if let Some(topic) = topic? {
+            tree.topics.insert(name, topic);
         }
-        let id = assignment.topic_id.clone().unwrap_or_default();
-        tree.topics.insert(
-            name,
-            ZkTopic {
-                id,
-                configs,
-                partitions,
-                reassignments,
-                assignment: Some((assignment, assignment_version)),
-            },
-        );
     }
+    drop(topics);
+    tree.broker_configs = read_broker_configs(client).await?;
+    (tree.client_quotas, tree.scram_users) = read_user_and_client_configs(client).await?;
+    tree.acls = super::acls::read(client).await?;
+    tree.pending_deletions = read_pending_deletions(client).await?;
+    tree.reassign_requests = read_reassign_requests(client).await?;
+    tree.preferred_elections = read_elections(client, znodes::PREFERRED_ELECTION).await?;
+    tree.unclean_elections = read_elections(client, znodes::UNCLEAN_ELECTION).await?;
+    Ok(tree)
+}
+
+pub(super) async fn read_cluster_id(client: &Client) -> Result<String, Error> {
+    Ok(data_or_none(client, znodes::CLUSTER_ID)
+        .await?
+        .and_then(|(bytes, _)| decoded::<znodes::ClusterId>(znodes::CLUSTER_ID, &bytes))
+        .map(|id| id.id)
+        .unwrap_or_default())
+}
+
+pub(super) async fn read_controller(client: &Client) -> Result<Option<i32>, Error> {
+    Ok(data_or_none(client, znodes::CONTROLLER)
+        .await?
+        .and_then(|(bytes, _)| {
+            decoded::<znodes::ControllerRegistration>(znodes::CONTROLLER, &bytes)
+        })
+        .map(|c| c.brokerid))
+}
+
+/// `/brokers/ids/<n>`; none once the broker's session is gone.
+pub(super) async fn read_broker(
+    client: &Client,
+    n: i32,
+) -> Result<Option<BrokerRegistration>, Error> {
+    let path = znodes::broker_path(n);
+    Ok(data_or_none(client, &path)
+        .await?
+        .and_then(|(bytes, _)| decoded::<BrokerRegistration>(&path, &bytes)))
+}
+
+/// A topic's assignment, configs and partition states; none when its znode is gone.
+///
+/// With `known`, the topic as this broker already holds it, the states of the partitions it
+/// already has are kept (each state's own change arrives as its own event) and only new
+/// partitions' states are read; the configs are kept too (they have their own znode). A topic
+/// whose id changed was deleted and created again: it is read whole.
+pub(super) async fn read_topic(
+    client: &Client,
+    name: &str,
+    known: Option<&ZkTopic>,
+) -> Result<Option<ZkTopic>, Error> {
+    let path = znodes::topic_path(name);
+    let Some((bytes, assignment_version)) = data_or_none(client, &path).await? else {
+        return Ok(None);
+    };
+    let Some(assignment) = decoded::<TopicAssignment>(&path, &bytes) else {
+        return Ok(None);
+    };
+    let id = assignment.topic_id.clone().unwrap_or_default();
+    let known = known.filter(|k| k.id == id);
+    let configs = match known {
+        Some(k) => k.configs.clone(),
+        None => entity_config(client, &znodes::topic_config_path(name)).await?,
+    };
+    let replicas = assignment.replicas();
+    let unknown: Vec<i32> = replicas
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| known.is_none_or(|k| !k.partitions.contains_key(p)))
+        .collect();
+    let read =
+        futures::future::try_join_all(unknown.iter().map(|&p| read_state(client, name, p))).await?;
+    let mut read: BTreeMap<i32, _> = unknown.into_iter().zip(read).collect();
+    let partitions = replicas
+        .into_iter()
+        .map(|(p, replicas)| {
+            let state = match read.remove(&p) {
+                Some(state) => state,
+                None => known
+                    .and_then(|k| k.partitions.get(&p))
+                    .and_then(|zp| zp.state.clone()),
+            };
+            (p, ZkPartition { replicas, state })
+        })
+        .collect();
+    Ok(Some(ZkTopic {
+        id,
+        configs,
+        partitions,
+        reassignments: assignment.reassignments(),
+        assignment: Some((assignment, assignment_version)),
+    }))
+}
+
+/// `/brokers/topics/<t>/partitions/<p>/state` and its version; none before the controller
+/// writes it.
+pub(super) async fn read_state(
+    client: &Client,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<(PartitionState, i32)>, Error> {
+    let path = znodes::partition_state_path(topic, partition);
+    Ok(data_or_none(client, &path)
+        .await?
+        .and_then(|(bytes, version)| {
+            decoded::<PartitionState>(&path, &bytes).map(|s| (s, version))
+        }))
+}
+
+pub(super) async fn read_topic_configs(
+    client: &Client,
+    topic: &str,
+) -> Result<BTreeMap<String, String>, Error> {
+    entity_config(client, &znodes::topic_config_path(topic)).await
+}
+
+pub(super) async fn read_broker_configs(client: &Client) -> Result<DynamicBrokerConfigs, Error> {
+    let mut configs = DynamicBrokerConfigs::default();
     for entity in children(client, znodes::BROKER_CONFIGS).await? {
         let broker = match entity.as_str() {
             znodes::DEFAULT_ENTITY => None,
@@ -217,29 +311,40 @@ pub async fn read_tree(client: &Client) -> Result<ZkTree, Error> {
                 Err(_) => continue,
             },
         };
-        let configs = entity_config(client, &znodes::broker_config_path(broker)).await?;
-        tree.broker_configs.set(broker, configs);
+        configs.set(
+            broker,
+            entity_config(client, &znodes::broker_config_path(broker)).await?,
+        );
     }
-    (tree.client_quotas, tree.scram_users) = read_user_and_client_configs(client).await?;
-    tree.acls = super::acls::read(client).await?;
-    tree.pending_deletions = children(client, znodes::DELETE_TOPICS).await?;
-    if let Some((bytes, _)) = data_or_none(client, znodes::REASSIGN_PARTITIONS).await? {
-        if let Some(asked) = decoded::<znodes::ReassignRequest>(znodes::REASSIGN_PARTITIONS, &bytes)
-        {
-            tree.reassign_requests = asked.partitions;
-        }
-    }
-    for (path, into) in [
-        (znodes::PREFERRED_ELECTION, &mut tree.preferred_elections),
-        (znodes::UNCLEAN_ELECTION, &mut tree.unclean_elections),
-    ] {
-        if let Some((bytes, _)) = data_or_none(client, path).await? {
-            if let Some(asked) = decoded::<znodes::ElectionRequest>(path, &bytes) {
-                *into = asked.partitions;
-            }
-        }
-    }
-    Ok(tree)
+    Ok(configs)
+}
+
+pub(super) async fn read_pending_deletions(client: &Client) -> Result<Vec<String>, Error> {
+    children(client, znodes::DELETE_TOPICS).await
+}
+
+pub(super) async fn read_reassign_requests(
+    client: &Client,
+) -> Result<Vec<znodes::ReassignPartition>, Error> {
+    Ok(data_or_none(client, znodes::REASSIGN_PARTITIONS)
+        .await?
+        .and_then(|(bytes, _)| {
+            decoded::<znodes::ReassignRequest>(znodes::REASSIGN_PARTITIONS, &bytes)
+        })
+        .map(|asked| asked.partitions)
+        .unwrap_or_default())
+}
+
+/// The partitions of `/admin/preferred_replica_election` or `/admin/unclean_leader_election`.
+pub(super) async fn read_elections(
+    client: &Client,
+    path: &str,
+) -> Result<Vec<znodes::ElectionPartition>, Error> {
+    Ok(data_or_none(client, path)
+        .await?
+        .and_then(|(bytes, _)| decoded::<znodes::ElectionRequest>(path, &bytes))
+        .map(|asked| asked.partitions)
+        .unwrap_or_default())
 }
 
 /// The shards' snapshot of `tree`. A `fenced` broker (its session expired) leads nothing.

@@ -3,6 +3,8 @@
 use super::tls::{add_user_to, Certificates};
 use super::zookeeper::ZooKeeper;
 use super::{free_port, kcat, Broker};
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -183,4 +185,59 @@ pub fn reassign(b: &Broker, topic: &str, target: Option<Vec<i32>>) -> i16 {
     let answer: AlterPartitionReassignmentsResponse =
         super::wire::call(&mut conn, ApiKey::AlterPartitionReassignments, 0, &body);
     answer.responses[0].partitions[0].error_code
+}
+
+/// ConfigResource types.
+pub const TOPIC: i8 = 2;
+pub const BROKER: i8 = 4;
+
+/// One config of a resource as `b` describes it: value, source, and its synonyms' sources.
+pub fn describe_config(
+    b: &Broker,
+    kind: i8,
+    name: &str,
+    key: &str,
+) -> Option<(Option<String>, i8, Vec<i8>)> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+    let mut conn = super::wire::connect(b);
+    let body = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_string(
+                key.to_string(),
+            )]))]);
+    let answer: DescribeConfigsResponse =
+        super::wire::call(&mut conn, ApiKey::DescribeConfigs, 4, &body);
+    let entry = answer.results[0].configs.first().cloned()?;
+    Some((
+        entry.value.map(|v| v.to_string()),
+        entry.config_source,
+        entry.synonyms.iter().map(|s| s.source).collect(),
+    ))
+}
+
+/// IncrementalAlterConfigs SET of one key through `b`: the resource's error code.
+pub fn set_config(b: &Broker, kind: i8, name: &str, key: &str, value: &str) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let mut conn = super::wire::connect(b);
+    let body = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_string(key.to_string()))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_string(value.to_string())))]),
+    ]);
+    let answer: IncrementalAlterConfigsResponse =
+        super::wire::call(&mut conn, ApiKey::IncrementalAlterConfigs, 1, &body);
+    answer.responses[0].error_code
 }

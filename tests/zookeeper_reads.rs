@@ -1,0 +1,101 @@
+//! The control thread reads from ZooKeeper what its watch reports as changed, not the whole
+//! tree: on a broker holding hundreds of partitions, a second of idling and a topic config
+//! change each cost ZooKeeper a handful of requests (counted by the server itself), while the
+//! change still reaches the broker's view.
+
+mod common;
+
+use common::cluster::{
+    describe_config, leaders, metadata, set_config, start_broker, wait_until, SESSION_MS, TOPIC,
+};
+use common::kcat;
+use common::zookeeper::ZooKeeper;
+use std::time::Duration;
+
+const PARTITIONS: usize = 400;
+
+/// Requests the server has received from all its clients (`srvr`'s "Received").
+fn requests_received(zk: &ZooKeeper) -> u64 {
+    let srvr = zk.four_letter("srvr");
+    srvr.lines()
+        .find_map(|l| l.strip_prefix("Received: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no request count in srvr:\n{srvr}"))
+}
+
+#[test]
+fn the_control_thread_reads_only_what_changed() {
+    let zk = ZooKeeper::start();
+    let broker = start_broker(&zk, 1, &["--set", &format!("num.partitions={PARTITIONS}")]);
+    kcat(&broker, &["-L", "-t", "wide"], None);
+    wait_until(
+        Duration::from_secs(30),
+        "every partition led by the only broker",
+        || {
+            let led = leaders(&metadata(&broker, Some("wide")), "wide");
+            led.len() == PARTITIONS && led.values().all(|&l| l == 1)
+        },
+    );
+
+    // Idle: the control thread wakes every second (one read of /controller), and the session
+    // pings. Reading the tree on each wake would cost PARTITIONS reads a second.
+    let before = requests_received(&zk);
+    std::thread::sleep(Duration::from_secs(3));
+    let idle = requests_received(&zk) - before;
+    eprintln!("{idle} requests in 3 idle seconds");
+    assert!(idle < 40, "{idle} requests in 3 idle seconds");
+
+    // One change: the topic's config znode and its change notification.
+    let before = requests_received(&zk);
+    assert_eq!(
+        set_config(&broker, TOPIC, "wide", "retention.ms", "7654321"),
+        0
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "the broker reports the change",
+        || {
+            describe_config(&broker, TOPIC, "wide", "retention.ms")
+                .map(|(v, source, _)| (v, source))
+                == Some((Some("7654321".to_string()), 1))
+        },
+    );
+    let changed = requests_received(&zk) - before;
+    eprintln!("{changed} requests for one config change");
+    assert!(changed < 60, "{changed} requests for one config change");
+}
+
+/// After its connection to ZooKeeper drops and comes back within the session, the broker
+/// still hears of changes: the watch is added again on the new connection and the tree read
+/// whole (changes made meanwhile send no events).
+#[test]
+fn changes_after_a_lost_connection_still_reach_the_broker() {
+    let mut zk = ZooKeeper::start();
+    let broker = start_broker(&zk, 1, &[]);
+    kcat(&broker, &["-L", "-t", "blip"], None);
+    wait_until(Duration::from_secs(30), "the topic led", || {
+        leaders(&metadata(&broker, Some("blip")), "blip")
+            .values()
+            .all(|&l| l == 1)
+    });
+    // The client gives up on a silent connection after 2/5 of the session timeout and connects
+    // again; a paused server expires no session.
+    zk.pause();
+    std::thread::sleep(Duration::from_millis(SESSION_MS * 3 / 4));
+    zk.resume();
+    wait_until(Duration::from_secs(10), "the connection lost", || {
+        broker.log().contains("enter state Disconnected")
+    });
+    assert_eq!(
+        set_config(&broker, TOPIC, "blip", "retention.ms", "1234567"),
+        0
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "the broker reports the change",
+        || {
+            describe_config(&broker, TOPIC, "blip", "retention.ms").map(|(v, _, _)| v)
+                == Some(Some("1234567".to_string()))
+        },
+    );
+}
