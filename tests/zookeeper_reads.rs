@@ -1,15 +1,18 @@
 //! The control thread reads from ZooKeeper what its watch reports as changed, not the whole
 //! tree: on a broker holding hundreds of partitions, a second of idling and a topic config
 //! change each cost ZooKeeper a handful of requests (counted by the server itself), while the
-//! change still reaches the broker's view.
+//! change still reaches the broker's view. Changes to hundreds of partitions at once (a
+//! controller's death, a follower paused and back) are written and read many at a time, and
+//! every one of them lands.
 
 mod common;
 
 use common::cluster::{
-    describe_config, leaders, metadata, set_config, start_broker, wait_until, SESSION_MS, TOPIC,
+    describe_config, leaders, metadata, set_config, start_broker, start_cluster, wait_until,
+    SESSION_MS, TOPIC,
 };
-use common::kcat;
 use common::zookeeper::ZooKeeper;
+use common::{kcat, python};
 use std::time::Duration;
 
 const PARTITIONS: usize = 400;
@@ -98,4 +101,78 @@ fn changes_after_a_lost_connection_still_reach_the_broker() {
                 == Some(Some("1234567".to_string()))
         },
     );
+}
+
+/// Per partition of `topic` in `md`: (leader, ISR size).
+fn leaders_and_isr_sizes(md: &serde_json::Value, topic: &str) -> Vec<(i64, usize)> {
+    md["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["topic"] == topic)
+        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
+        .map(|p| {
+            (
+                p["leader"].as_i64().unwrap(),
+                p["isrs"].as_array().unwrap().len(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hundreds_of_partitions_change_together_and_every_change_lands() {
+    const WIDE: usize = 300;
+    let zk = ZooKeeper::start();
+    let mut brokers = start_cluster(&zk, &["--set", "replica.lag.time.max.ms=2000"]);
+    let out = python(
+        "confluent_admin_create.py",
+        &[&brokers[0].addr, "wide", &WIDE.to_string(), "3"],
+    );
+    assert!(out.contains("created"), "{out}");
+    let state = |b: &common::Broker| leaders_and_isr_sizes(&metadata(b, Some("wide")), "wide");
+    let all_whole = |v: &[(i64, usize)]| v.len() == WIDE && v.iter().all(|&(l, n)| l > 0 && n == 3);
+    wait_until(
+        Duration::from_secs(30),
+        "every partition led, ISRs whole",
+        || all_whole(&state(&brokers[1])),
+    );
+
+    // The controller dies: every partition it led moves, every ISR it was in shrinks.
+    let controller = metadata(&brokers[0], None)["controllerid"]
+        .as_i64()
+        .unwrap();
+    let dead = (controller - 1) as usize;
+    let survivor = (dead + 1) % 3;
+    brokers[dead].kill9();
+    wait_until(
+        Duration::from_millis(SESSION_MS) + Duration::from_secs(20),
+        "every partition led by a live broker, without the dead one in its ISR",
+        || {
+            let now = state(&brokers[survivor]);
+            now.len() == WIDE && now.iter().all(|&(l, n)| l > 0 && l != controller && n == 2)
+        },
+    );
+
+    // It comes back: every ISR grows again.
+    brokers[dead].restart();
+    wait_until(Duration::from_secs(30), "every ISR whole again", || {
+        all_whole(&state(&brokers[survivor]))
+    });
+
+    // A follower stops answering: the leaders drop it from every ISR, then take it back.
+    let paused = (survivor + 1) % 3;
+    brokers[paused].pause();
+    wait_until(
+        Duration::from_secs(20),
+        "the paused broker out of every ISR",
+        || {
+            let now = state(&brokers[survivor]);
+            now.len() == WIDE && now.iter().all(|&(_, n)| n == 2)
+        },
+    );
+    brokers[paused].resume();
+    wait_until(Duration::from_secs(30), "every ISR whole once more", || {
+        all_whole(&state(&brokers[survivor]))
+    });
 }

@@ -13,6 +13,7 @@
 
 use super::view::{self, ZkTree};
 use super::znodes;
+use futures::StreamExt;
 use std::collections::{BTreeSet, HashSet};
 use zookeeper_client::{Client, Error, EventType, SessionState, WatchedEvent};
 
@@ -121,6 +122,11 @@ impl Changed {
     }
 }
 
+/// How many znode reads of one pass are in flight at once: a failover or a broker's return
+/// changes thousands of partition states together, and one round trip each in turn would
+/// take seconds.
+const READS_IN_FLIGHT: usize = 256;
+
 /// Reads into `tree` what `changed` names. On an error the tree may be partly updated: the
 /// caller reads it whole next.
 pub async fn read_changed(
@@ -134,6 +140,7 @@ pub async fn read_changed(
     }
     // Topics read whole in this pass: their partitions' states were read with them.
     let mut read_whole = HashSet::new();
+    let mut states = Vec::new();
     for section in changed.sections {
         match section {
             Section::Topic(name) => {
@@ -150,20 +157,8 @@ pub async fn read_changed(
                     }
                 }
             }
-            Section::PartitionState(name, p) => {
-                if read_whole.contains(&name) {
-                    continue;
-                }
-                // A state of a topic or partition not known yet is read with its topic.
-                let Some(partition) = tree
-                    .topics
-                    .get_mut(&name)
-                    .and_then(|t| t.partitions.get_mut(&p))
-                else {
-                    continue;
-                };
-                partition.state = view::read_state(client, &name, p).await?;
-            }
+            // Read together below, after the topics they belong to.
+            Section::PartitionState(name, p) => states.push((name, p)),
             Section::TopicConfigs(name) => {
                 if read_whole.contains(&name) {
                     continue;
@@ -204,6 +199,30 @@ pub async fn read_changed(
                 tree.unclean_elections =
                     view::read_elections(client, znodes::UNCLEAN_ELECTION).await?
             }
+        }
+    }
+    // A state of a topic or partition not known yet is read with its topic.
+    states.retain(|(name, p)| {
+        !read_whole.contains(name)
+            && tree
+                .topics
+                .get(name)
+                .is_some_and(|t| t.partitions.contains_key(p))
+    });
+    let mut read = futures::stream::iter(states)
+        .map(|(name, p)| async move {
+            let state = view::read_state(client, &name, p).await;
+            (name, p, state)
+        })
+        .buffer_unordered(READS_IN_FLIGHT);
+    while let Some((name, p, state)) = read.next().await {
+        let state = state?;
+        if let Some(partition) = tree
+            .topics
+            .get_mut(&name)
+            .and_then(|t| t.partitions.get_mut(&p))
+        {
+            partition.state = state;
         }
     }
     Ok(())

@@ -32,6 +32,7 @@
 use super::view::ZkTree;
 use super::zk::{create_if_missing, delete_if_present, persistent};
 use super::znodes::{self, PartitionState};
+use futures::StreamExt;
 use zookeeper_client::{Client, Error};
 
 /// What one pass changed.
@@ -60,6 +61,11 @@ pub async fn run(
         // The topic znodes changed: the next pass reads them again.
         return Ok(changes);
     }
+    // Every state to write is decided first, then written with many writes in flight: after a
+    // broker dies the controller changes the state of every partition it led or followed, one
+    // round trip each.
+    let mut writes = Vec::new();
+    let mut completions = Vec::new();
     for (name, topic) in &tree.topics {
         if tree.pending_deletions.contains(name) {
             continue;
@@ -75,22 +81,12 @@ pub async fn run(
             };
             let unclean = unclean_by_config || asked(&tree.unclean_elections);
             let restore_preferred = restore_preferred || asked(&tree.preferred_elections);
-            let next = match &zp.state {
+            let write = match &zp.state {
                 None => {
                     let isr: Vec<i32> = zp.replicas.iter().copied().filter(live).collect();
                     let leader = isr.first().copied().unwrap_or(-1);
-                    create_parents(client, name, p).await?;
                     let state = PartitionState::new(controller_epoch, leader, 0, isr);
-                    let path = znodes::partition_state_path(name, p);
-                    match client
-                        .create(&path, &znodes::encode(&state), &persistent())
-                        .await
-                    {
-                        Ok(_) => changes.states_written += 1,
-                        Err(Error::NodeExists) => {}
-                        Err(e) => return Err(e),
-                    }
-                    continue;
+                    StateWrite::First { state }
                 }
                 Some((state, version)) => {
                     let step = topic
@@ -105,7 +101,7 @@ pub async fn run(
                         Some(ReassignmentStep::MoveLeader(s)) => Some(s),
                         Some(ReassignmentStep::Wait) | None => None,
                     };
-                    leader_move
+                    let next = leader_move
                         .or_else(|| next_state(state, &zp.replicas, controller_epoch, live))
                         .or_else(|| {
                             unclean
@@ -118,46 +114,50 @@ pub async fn run(
                                     preferred_state(state, &zp.replicas, controller_epoch, live)
                                 })
                                 .flatten()
-                        })
-                        .map(|s| (s, *version))
+                        });
+                    let Some(state) = next else {
+                        continue;
+                    };
+                    StateWrite::Next {
+                        state,
+                        version: *version,
+                    }
                 }
             };
-            let Some((state, version)) = next else {
-                continue;
-            };
-            let path = znodes::partition_state_path(name, p);
-            match client
-                .set_data(&path, &znodes::encode(&state), Some(version))
-                .await
-            {
-                Ok(_) => {
-                    changes.states_written += 1;
-                    tracing::info!(topic = %name, partition = p, leader = state.leader,
-                        leader_epoch = state.leader_epoch, isr = ?state.isr, "controller changed partition state");
-                }
-                Err(Error::BadVersion) | Err(Error::NoNode) => {}
-                Err(e) => return Err(e),
-            }
+            writes.push((name.as_str(), p, write));
         }
         if let (false, Some((assignment, version))) = (reassigned.is_empty(), &topic.assignment) {
             let mut done = assignment.clone();
             for &p in &reassigned {
                 done.complete_reassignment(p);
             }
-            match client
-                .set_data(
-                    &znodes::topic_path(name),
-                    &znodes::encode(&done),
-                    Some(*version),
-                )
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(topic = %name, partitions = ?reassigned, "controller completed reassignments")
-                }
-                Err(Error::BadVersion) | Err(Error::NoNode) => {}
-                Err(e) => return Err(e),
+            completions.push((name, reassigned, done, *version));
+        }
+    }
+    let mut written = futures::stream::iter(writes)
+        .map(|(name, p, write)| write_state(client, name, p, write))
+        .buffer_unordered(WRITES_IN_FLIGHT);
+    while let Some(result) = written.next().await {
+        if result? {
+            changes.states_written += 1;
+        }
+    }
+    drop(written);
+    // A topic's reassignments complete after its partitions' states are written, as before.
+    for (name, reassigned, done, version) in completions {
+        match client
+            .set_data(
+                &znodes::topic_path(name),
+                &znodes::encode(&done),
+                Some(version),
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(topic = %name, partitions = ?reassigned, "controller completed reassignments")
             }
+            Err(Error::BadVersion) | Err(Error::NoNode) => {}
+            Err(e) => return Err(e),
         }
     }
     for (path, asked) in [
@@ -174,6 +174,55 @@ pub async fn run(
         }
     }
     Ok(changes)
+}
+
+/// How many partition state writes of one pass are in flight at once.
+const WRITES_IN_FLIGHT: usize = 256;
+
+/// A partition state the controller writes.
+enum StateWrite {
+    /// A new partition's first state (created, with its parents).
+    First { state: PartitionState },
+    /// A change, conditional on the version read.
+    Next { state: PartitionState, version: i32 },
+}
+
+/// Writes one partition state; false when someone else moved first (the next pass reads
+/// again) or the state was already there.
+async fn write_state(
+    client: &Client,
+    name: &str,
+    p: i32,
+    write: StateWrite,
+) -> Result<bool, Error> {
+    let path = znodes::partition_state_path(name, p);
+    match write {
+        StateWrite::First { state } => {
+            create_parents(client, name, p).await?;
+            match client
+                .create(&path, &znodes::encode(&state), &persistent())
+                .await
+            {
+                Ok(_) => Ok(true),
+                Err(Error::NodeExists) => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        StateWrite::Next { state, version } => {
+            match client
+                .set_data(&path, &znodes::encode(&state), Some(version))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(topic = %name, partition = p, leader = state.leader,
+                        leader_epoch = state.leader_epoch, isr = ?state.isr, "controller changed partition state");
+                    Ok(true)
+                }
+                Err(Error::BadVersion) | Err(Error::NoNode) => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
 }
 
 /// The state a partition should move to, if any.

@@ -20,7 +20,7 @@ mod view;
 mod zk;
 pub mod znodes;
 
-pub use requests::Request;
+pub use requests::{IsrChange, Request};
 pub use session::{start, ClusterOptions, Started};
 
 use futures::channel::{mpsc, oneshot};

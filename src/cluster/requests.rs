@@ -96,15 +96,18 @@ pub enum Request {
         unclean: bool,
         reply: oneshot::Sender<Result<(), String>>,
     },
-    /// The leader changes a partition's ISR, if it still leads it in `leader_epoch`; answers
-    /// the partition epoch the change made.
-    UpdateIsr {
-        topic: String,
-        partition: i32,
-        leader_epoch: i32,
-        isr: Vec<i32>,
-        reply: oneshot::Sender<Result<i32, String>>,
-    },
+    /// The leader changes a partition's ISR.
+    UpdateIsr(IsrChange),
+}
+
+/// A leader's change of a partition's ISR, made only if it still leads it in `leader_epoch`;
+/// answered with the partition epoch the change made.
+pub struct IsrChange {
+    pub topic: String,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+    pub reply: oneshot::Sender<Result<i32, String>>,
 }
 
 pub async fn create_topic(client: &Client, t: &PlannedTopic) -> CreateOutcome {

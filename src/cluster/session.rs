@@ -12,7 +12,7 @@
 //! then starts a new session and registers again. A disconnection alone changes nothing.
 
 use super::changes::{self, Changed};
-use super::requests::{self, CreateOutcome, Request};
+use super::requests::{self, CreateOutcome, IsrChange, Request};
 use super::view::{self, ZkTree};
 use super::znodes::{self, BrokerRegistration, ControllerRegistration};
 use super::{duties, zk, ZkHandle};
@@ -32,6 +32,8 @@ use zookeeper_client::{
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Changes arriving this close together are read as one.
 const DEBOUNCE: Duration = Duration::from_millis(20);
+/// How many ISR changes one pass writes at once.
+const ISR_CHANGES_IN_FLIGHT: usize = 256;
 /// The controller looks again this often even without a change (a missed event costs this).
 const TICK: Duration = Duration::from_secs(1);
 /// How long a created topic may wait for the controller to give its partitions leaders.
@@ -201,8 +203,14 @@ impl ControlLoop {
 
     async fn serve_session(&mut self, mut s: Session) -> SessionEnd {
         loop {
-            if let Err(e) = self.refresh(&mut s).await {
-                tracing::warn!(error = %e, "reading ZooKeeper failed; keeping the last view");
+            match self.refresh(&mut s).await {
+                // The session's end also reaches the watch, but behind every event queued
+                // before it.
+                Err(Error::SessionExpired | Error::ClientClosed) => return SessionEnd::Expired,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading ZooKeeper failed; keeping the last view")
+                }
+                Ok(()) => {}
             }
             if s.expired {
                 return SessionEnd::Expired;
@@ -228,17 +236,20 @@ impl ControlLoop {
                     return SessionEnd::Expired
                 }
                 Wake::Changed(event) => {
-                    // Let a burst of changes settle, then read once for all of them.
+                    // Let a burst of changes settle, then take them all, to read once for
+                    // all of them.
                     s.note(&event);
                     Timer::after(DEBOUNCE).await;
+                    s.take_events();
                 }
                 Wake::Request(None) => return SessionEnd::Stopped,
                 Wake::Request(Some(r)) => {
                     // Every request already queued is served before the next read of the tree.
-                    self.handle(&mut s, r).await;
+                    let mut queued = vec![r];
                     while let Ok(r) = self.requests.try_recv() {
-                        self.handle(&mut s, r).await;
+                        queued.push(r);
                     }
+                    self.handle_all(&mut s, queued).await;
                 }
                 Wake::Session(state) if state.is_terminated() => return SessionEnd::Expired,
                 Wake::Session(SessionState::Disconnected) => {
@@ -318,6 +329,24 @@ impl ControlLoop {
                 let _ = self.views.unbounded_send(metadata);
             }
         }
+    }
+
+    /// Serves queued requests: ISR changes all at once (each is one partition's conditional
+    /// write, independent of the others, and leaders send them by the thousand when a broker
+    /// stops or returns), the others one by one in the order they came.
+    async fn handle_all(&mut self, s: &mut Session, queued: Vec<Request>) {
+        let mut isr_changes = Vec::new();
+        for r in queued {
+            match r {
+                Request::UpdateIsr(change) => isr_changes.push(change),
+                other => self.handle(s, other).await,
+            }
+        }
+        let node = self.options.node_id;
+        let client = &s.client;
+        futures::stream::iter(isr_changes)
+            .for_each_concurrent(ISR_CHANGES_IN_FLIGHT, |r| serve_isr_change(client, node, r))
+            .await;
     }
 
     async fn handle(&mut self, s: &mut Session, request: Request) {
@@ -421,17 +450,8 @@ impl ControlLoop {
                 let r = requests::alter_broker_config(&s.client, broker, configs).await;
                 let _ = reply.send(r);
             }
-            Request::UpdateIsr {
-                topic,
-                partition,
-                leader_epoch,
-                isr,
-                reply,
-            } => {
-                let node = self.options.node_id;
-                let r = requests::update_isr(&s.client, node, &topic, partition, leader_epoch, isr)
-                    .await;
-                let _ = reply.send(r);
+            Request::UpdateIsr(change) => {
+                serve_isr_change(&s.client, self.options.node_id, change).await
             }
             Request::ProducerIds { reply } => {
                 let _ =
@@ -439,6 +459,19 @@ impl ControlLoop {
             }
         }
     }
+}
+
+/// Makes and answers an ISR change of one of `node`'s leaders.
+async fn serve_isr_change(client: &Client, node: i32, change: IsrChange) {
+    let IsrChange {
+        topic,
+        partition,
+        leader_epoch,
+        isr,
+        reply,
+    } = change;
+    let r = requests::update_isr(client, node, &topic, partition, leader_epoch, isr).await;
+    let _ = reply.send(r);
 }
 
 struct Session {

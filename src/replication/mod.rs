@@ -12,10 +12,11 @@ pub mod calls;
 mod fetcher;
 mod peer;
 
-use crate::cluster::Request;
+use crate::cluster::{IsrChange, Request};
 use crate::security::listener::InterBrokerClient;
 use crate::shard::Shard;
 use fetcher::Fetcher;
+use futures::StreamExt;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -72,14 +73,20 @@ async fn manage(shard: Rc<Shard>, client: Rc<InterBrokerClient>) {
     }
 }
 
+/// How many ISR changes a shard has in flight at once.
+const ISR_CHANGES_IN_FLIGHT: usize = 256;
+
 /// Asks ZooKeeper for the ISR changes the leader's view of its followers calls for; the same
-/// change is not asked again for a second while the metadata catches up.
+/// change is not asked again for a second while the metadata catches up. The changes go out
+/// together: when a follower stops or returns, every partition it follows changes at once,
+/// and one round trip to ZooKeeper each in turn would take seconds per thousand.
 async fn update_isrs(
     shard: &Shard,
     asked: &mut HashMap<(String, i32), (Vec<i32>, std::time::Instant)>,
 ) {
     let Some(zk) = &shard.cluster else { return };
     let lag_ms = shard.config.broker.replica_lag_time_max_ms;
+    let mut changes = Vec::new();
     for p in shard.partitions() {
         let Some(isr) = p.wanted_isr(lag_ms) else {
             continue;
@@ -94,29 +101,33 @@ async fn update_isrs(
         // From here until the metadata shows the change, the followers it adds hold the high
         // watermark: the controller may elect them as soon as the write lands.
         p.begin_isr_change(&isr);
-        let (topic, index, epoch) = (p.topic().to_string(), p.index(), p.leader_epoch());
-        let result = zk
-            .call(|reply| Request::UpdateIsr {
-                topic: topic.clone(),
-                partition: index,
-                leader_epoch: epoch,
-                isr: isr.clone(),
-                reply,
-            })
-            .await;
-        match result {
-            Some(Ok(partition_epoch)) => {
-                tracing::info!(%topic, partition = index, ?isr, partition_epoch, "ISR changed");
-                p.end_isr_change(Some(partition_epoch));
-            }
-            Some(Err(e)) => {
-                tracing::warn!(%topic, partition = index, error = %e, "ISR change refused");
-                p.end_isr_change(None);
-            }
-            None => {
-                p.end_isr_change(None);
-                return;
-            }
-        }
+        changes.push((p, isr));
     }
+    futures::stream::iter(changes)
+        .for_each_concurrent(ISR_CHANGES_IN_FLIGHT, |(p, isr)| async move {
+            let (topic, index, epoch) = (p.topic().to_string(), p.index(), p.leader_epoch());
+            let result = zk
+                .call(|reply| {
+                    Request::UpdateIsr(IsrChange {
+                        topic: topic.clone(),
+                        partition: index,
+                        leader_epoch: epoch,
+                        isr: isr.clone(),
+                        reply,
+                    })
+                })
+                .await;
+            match result {
+                Some(Ok(partition_epoch)) => {
+                    tracing::info!(%topic, partition = index, ?isr, partition_epoch, "ISR changed");
+                    p.end_isr_change(Some(partition_epoch));
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(%topic, partition = index, error = %e, "ISR change refused");
+                    p.end_isr_change(None);
+                }
+                None => p.end_isr_change(None),
+            }
+        })
+        .await;
 }
