@@ -6,6 +6,10 @@
 # measuring client's round trips alone, beside the idle connections and beside the active ones
 # (perf/connections.py). Run with the release binary and nothing else busy.
 #
+# MAX_CONNECTIONS=N sets the broker's max.connections (unset, it takes a quarter of the open
+# file limit; set, up to three quarters).
+#
+#   MAX_CONNECTIONS=10010 perf/connections.sh 10000     # 10,000 under this machine's 20,000
 #   perf/connections.sh [CONNECTIONS] [ACTIVE_SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +19,9 @@ bin=target/release/ferrite
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 port=19695
-"$bin" serve --listen 127.0.0.1:$port --data-dir "$work/data" --metrics off 2>"$work/broker.log" &
+extra=()
+[ -z "${MAX_CONNECTIONS:-}" ] || extra=(--set "max.connections=$MAX_CONNECTIONS")
+"$bin" serve --listen 127.0.0.1:$port --data-dir "$work/data" --metrics off "${extra[@]}" 2>"$work/broker.log" &
 pid=$!
 until (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null; do
   kill -0 $pid 2>/dev/null || { tail "$work/broker.log" >&2; exit 1; }

@@ -9,6 +9,7 @@ use common::wire::{self, create_topic};
 use common::{kcat, Broker};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::io::Write;
@@ -403,4 +404,68 @@ fn past_max_connections_per_ip_a_new_connection_is_closed_at_once() {
         stderr.contains("max.connections.per.ip.overrides must be set"),
         "{stderr}"
     );
+}
+
+/// A connection holds one descriptor, its socket, whatever it does: its reader and writer
+/// share it, and its zero-copy fetches splice through pipes its shard lends, 32 at most per
+/// shard. (A connection held two idle, and four once it had fetched.)
+#[test]
+fn a_connection_costs_one_descriptor_and_fetches_share_their_shards_pipes() {
+    const CONNECTIONS: usize = 200;
+    const PIPE_DESCRIPTORS: usize = 2 * 32 * 2; // two shards' pipes, two ends each
+    let broker = Broker::start(&["--cores", "2"]);
+    let records: String = (0..200).map(|i| format!("record-{i}\n")).collect();
+    kcat(
+        &broker,
+        &["-P", "-t", "fds", "-p", "0"],
+        Some(records.as_bytes()),
+    );
+    let open = || {
+        std::fs::read_dir(format!("/proc/{}/fd", broker.pid()))
+            .unwrap()
+            .count()
+    };
+    let before = open();
+    let mut connections: Vec<_> = (0..CONNECTIONS).map(|_| wire::connect(&broker)).collect();
+    for c in &mut connections {
+        let _: ApiVersionsResponse =
+            wire::call(c, ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    }
+    let idle = open() - before;
+    assert!(
+        (CONNECTIONS..CONNECTIONS + 8).contains(&idle),
+        "{CONNECTIONS} idle connections hold {idle} descriptors"
+    );
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("fds"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    for c in &mut connections {
+        let r: FetchResponse = wire::call(c, ApiKey::Fetch, 11, &fetch);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        assert_eq!(p.high_watermark, 200);
+        assert!(p.records.as_ref().is_some_and(|b| !b.is_empty()));
+    }
+    let fetched = open() - before;
+    assert!(
+        fetched <= CONNECTIONS + PIPE_DESCRIPTORS + 8,
+        "{CONNECTIONS} connections hold {fetched} descriptors after fetching"
+    );
+    // The ranges went out by splice: the shards opened pipes, and copied nothing for want of one.
+    let (_, metrics) = common::http_get(&broker.metrics_addr, "/metrics");
+    let sum = |metric: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{metric}{{")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let pipes = sum("ferrite_splice_pipes_open");
+    assert!((1.0..=64.0).contains(&pipes), "{pipes} pipes open");
+    assert_eq!(sum("ferrite_splice_pipe_busy_bytes_total"), 0.0);
 }

@@ -1,5 +1,5 @@
 //! The open file limit shares out, and never decides how many partitions a broker holds in
-//! buffered mode: with `ulimit -n` at 600, a topic of 1,000 partitions is created, written and
+//! buffered mode: with `ulimit -n` at 1,000, a topic of 1,000 partitions is created, written and
 //! read back through confluent-kafka, and served again after a restart, while each shard keeps
 //! at most its share of segment files open. In direct mode (one O_DIRECT descriptor per
 //! partition) the same topic is refused with INVALID_PARTITIONS before anything is created. A
@@ -13,7 +13,7 @@ mod common;
 use common::wire::create_topic;
 use common::{kcat, python, Broker};
 
-const DESCRIPTOR_LIMIT: u64 = 600;
+const DESCRIPTOR_LIMIT: u64 = 1000;
 const PARTITIONS: usize = 1000;
 
 fn lower_descriptor_limit(to: u64) {
@@ -63,13 +63,13 @@ fn more_partitions_than_open_files_are_created_written_read_and_restarted() {
     );
     let open = open_descriptors(&broker);
     assert!(open < DESCRIPTOR_LIMIT as usize, "{open} descriptors open");
-    // Two shards of (600 - 256) / 2 / 2 = 86 segment files each.
+    // Two shards of (1000 - 256 - 2 × 32 pipes × 2) / 2 / 2 = 154 segment files each.
     let share = metric(&broker, "ferrite_segment_files_open_max");
-    assert_eq!(share, 172.0);
+    assert_eq!(share, 308.0);
     assert!(metric(&broker, "ferrite_segment_files_open") <= share);
     assert!(
         metric(&broker, "ferrite_segment_file_reopens_total") > 0.0,
-        "1,000 partitions were served through 172 open files"
+        "1,000 partitions were served through 308 open files"
     );
 
     assert!(broker.stop().success());
@@ -95,7 +95,7 @@ fn in_direct_mode_a_creation_the_descriptors_cannot_hold_is_refused() {
     let (code, message) = create_topic(&broker, "too-many", PARTITIONS as i32);
     assert_eq!(code, 37, "INVALID_PARTITIONS: {message}");
     assert!(message.contains("file descriptors"), "{message}");
-    assert!(message.contains("limit of 600"), "{message}");
+    assert!(message.contains("limit of 1000"), "{message}");
     let leftovers = std::fs::read_dir(&broker.data_dir)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -144,7 +144,7 @@ fn a_limit_too_low_for_the_shards_stops_the_broker_at_start() {
     lower_descriptor_limit(300);
     let stderr = common::serve_refused(&["--cores", "2"]);
     assert!(
-        stderr.contains("the open file limit (ulimit -n) is 300; 2 shards need at least 384"),
+        stderr.contains("the open file limit (ulimit -n) is 300; 2 shards need at least 512"),
         "{stderr}"
     );
 }

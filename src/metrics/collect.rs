@@ -93,6 +93,18 @@ fn connections(e: &mut Exposition, shard: &Shard, id: &str) {
         s,
         st.connections_moved_in.get(),
     );
+    e.gauge(
+        "ferrite_splice_pipes_open",
+        "Pipes the shard has open for zero-copy fetches (lent one file range at a time).",
+        s,
+        shard.pipes.open() as f64,
+    );
+    e.counter(
+        "ferrite_splice_pipe_busy_bytes_total",
+        "Fetched file bytes the shard read into memory and sent because every one of its splice pipes was lent.",
+        s,
+        shard.pipes.copied_bytes(),
+    );
     e.counter(
         "ferrite_tls_handshakes_failed_total",
         "TLS handshakes that failed or timed out on the shard's TLS listeners.",

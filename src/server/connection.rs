@@ -14,6 +14,7 @@
 use super::frame::{FrameError, FrameReader};
 use super::handoff::{self, Handoff};
 use super::send::ConnectionWriter;
+use super::stream::SharedStream;
 use crate::config::ShardSettings;
 use crate::handlers::{self, ConnectionState, Response};
 use crate::protocol::OutChunk;
@@ -70,13 +71,8 @@ pub async fn serve(
     let _ = stream.set_nodelay(true);
     let settings = shard.config.shard(shard.id.0).clone();
     set_buffer_sizes(&stream, &settings);
-    let fd = match SocketFd::dup(stream.as_raw_fd()) {
-        Ok(fd) => fd,
-        Err(e) => {
-            tracing::warn!(%peer, error = %e, "cannot take the connection's descriptor");
-            return None;
-        }
-    };
+    let stream = SharedStream::new(stream);
+    let fd = SocketFd::new(stream.clone());
     let connection = Rc::new(ConnectionState::new(client_host, listener.clone()));
     let frames = FrameReader::new(shard.config.broker.socket_request_max_bytes);
     let Some(acceptor) = &listener.tls else {
@@ -122,7 +118,7 @@ pub async fn serve(
 /// Serves, on this shard, a plaintext connection moved here from another shard.
 pub async fn resume(shard: Rc<Shard>, handoff: Handoff) -> Option<Handoff> {
     let peer = handoff.peer;
-    let (stream, fd, connection, buffered) = handoff.open()?;
+    let (stream, fd, connection, buffered) = handoff.open();
     let frames = FrameReader::with_buffered(shard.config.broker.socket_request_max_bytes, buffered);
     serve_plaintext(&shard, stream, fd, connection, peer, frames).await
 }
@@ -131,14 +127,19 @@ pub async fn resume(shard: Rc<Shard>, handoff: Handoff) -> Option<Handoff> {
 /// is to move on (then its handoff comes back).
 async fn serve_plaintext(
     shard: &Rc<Shard>,
-    stream: TcpStream,
+    stream: SharedStream,
     fd: SocketFd,
     connection: Rc<ConnectionState>,
     peer: Option<SocketAddr>,
     frames: FrameReader,
 ) -> Option<Handoff> {
     let settings = shard.config.shard(shard.id.0).clone();
-    let writer = ConnectionWriter::new(fd, shard.config.broker.fetch_zero_copy);
+    let pipes = shard
+        .config
+        .broker
+        .fetch_zero_copy
+        .then(|| shard.pipes.clone());
+    let writer = ConnectionWriter::new(fd, pipes);
     let moving = run(
         shard,
         stream,

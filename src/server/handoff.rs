@@ -24,6 +24,7 @@
 //! after any reconnect.
 
 use super::connection::{self, Moving};
+use super::stream::SharedStream;
 use crate::handlers::ConnectionState;
 use crate::security::listener::ListenerSecurity;
 use crate::security::principal::Principal;
@@ -35,7 +36,7 @@ use ferrite_shards::placement::ShardId;
 use ferrite_shards::uring::socket::SocketFd;
 use glommio::net::TcpStream;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -83,19 +84,13 @@ impl Handoff {
 
     /// On the new shard: the stream, a descriptor for its writer, the connection's state and
     /// the bytes already read.
-    pub fn open(self) -> Option<(TcpStream, SocketFd, Rc<ConnectionState>, BytesMut)> {
-        let writer_fd = match SocketFd::dup(self.fd.as_raw_fd()) {
-            Ok(fd) => fd,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot take a moved connection's descriptor");
-                return None;
-            }
-        };
+    pub fn open(self) -> (SharedStream, SocketFd, Rc<ConnectionState>, BytesMut) {
         // SAFETY: the descriptor is ours alone; the stream owns it from here on.
-        let stream = unsafe { TcpStream::from_raw_fd(self.fd.into_raw_fd()) };
+        let stream = SharedStream::new(unsafe { TcpStream::from_raw_fd(self.fd.into_raw_fd()) });
+        let writer_fd = SocketFd::new(stream.clone());
         let connection =
             ConnectionState::moved(Rc::from(self.client_host), self.listener, self.principal);
-        Some((stream, writer_fd, Rc::new(connection), self.buffered))
+        (stream, writer_fd, Rc::new(connection), self.buffered)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod frame;
 mod handoff;
 mod metrics_endpoint;
 pub mod send;
+mod stream;
 
 use crate::cluster;
 use crate::config::BrokerConfig;
@@ -97,6 +98,7 @@ pub fn serve(
         descriptor_limit,
         segment_files_per_shard = capacity.segment_files_per_shard,
         max_connections = capacity.max_connections(),
+        splice_pipes_per_shard = crate::shard::capacity::SPLICE_PIPES_PER_SHARD,
         "open file limit (ulimit -n) shared out"
     );
     if capacity.max_connections() < config.broker.max_connections {

@@ -1,36 +1,38 @@
 //! Writing responses: protocol bytes and log chunks, in order, on the connection's socket.
 //!
 //! Memory pieces go out together in one vectored send. A file range goes out by splice from
-//! the page cache (zero copy) or, with `fetch.zero.copy.enable=false`, is read into memory and
-//! sent — the copying path, kept to measure against. Over TLS every byte is encrypted in
-//! user space (this kernel has no kTLS), so file ranges are always read into memory first.
+//! the page cache (zero copy) through a pipe the shard lends (`PipePool`), or is read into
+//! memory and sent: with `fetch.zero.copy.enable=false` (the copying path, kept to measure
+//! against), or when every pipe of the shard is lent. Over TLS every byte is encrypted in user
+//! space (this kernel has no kTLS), so file ranges are always read into memory first.
 
+use super::stream::SharedStream;
 use crate::protocol::OutChunk;
 use ferrite_shards::log::Chunk;
-use ferrite_shards::uring::socket::{self, Pipe, SocketFd};
+use ferrite_shards::uring::pipes::PipePool;
+use ferrite_shards::uring::socket::{self, SocketFd};
 use ferrite_shards::uring::WriteChunk;
 use futures::AsyncWriteExt;
-use glommio::net::TcpStream;
 use std::io;
+use std::rc::Rc;
 
 /// The write half of a TLS connection (the reader holds the other half).
-pub type TlsWriteHalf = futures::io::WriteHalf<futures_rustls::server::TlsStream<TcpStream>>;
+pub type TlsWriteHalf = futures::io::WriteHalf<futures_rustls::server::TlsStream<SharedStream>>;
 
-/// Sends for one connection; owns its socket descriptor and splice pipe.
+/// Sends for one connection; holds its socket descriptor open.
 pub struct ConnectionWriter {
     fd: SocketFd,
-    pipe: Option<Pipe>,
-    zero_copy: bool,
+    /// The shard's splice pipes; `None` sends file ranges from memory.
+    pipes: Option<Rc<PipePool>>,
     tls: Option<TlsWriteHalf>,
     pub bytes_sent: u64,
 }
 
 impl ConnectionWriter {
-    pub fn new(fd: SocketFd, zero_copy: bool) -> ConnectionWriter {
+    pub fn new(fd: SocketFd, pipes: Option<Rc<PipePool>>) -> ConnectionWriter {
         ConnectionWriter {
             fd,
-            pipe: None,
-            zero_copy,
+            pipes,
             tls: None,
             bytes_sent: 0,
         }
@@ -40,8 +42,7 @@ impl ConnectionWriter {
     pub fn tls(fd: SocketFd, tls: TlsWriteHalf) -> ConnectionWriter {
         ConnectionWriter {
             fd,
-            pipe: None,
-            zero_copy: false,
+            pipes: None,
             tls: Some(tls),
             bytes_sent: 0,
         }
@@ -67,12 +68,10 @@ impl ConnectionWriter {
                     len,
                 }) => {
                     self.flush(&mut pending).await?;
-                    if self.zero_copy {
-                        let pipe = match &mut self.pipe {
-                            Some(p) => p,
-                            None => self.pipe.insert(Pipe::new()?),
-                        };
-                        socket::splice_to_socket(&file, position, len, &self.fd, pipe).await?;
+                    if let Some(pipes) = &self.pipes {
+                        pipes
+                            .send_file_range(&file, position, len, &self.fd)
+                            .await?;
                         self.bytes_sent += len;
                     } else {
                         let bytes = file.read_at(position, len as usize).await?;

@@ -5,11 +5,19 @@
 //! of descriptors can accept no connection and could not even reopen its data directory.
 //!
 //! The descriptors are shared out at start (RLIMIT_NOFILE, raised to its hard limit as the JVM
-//! does for Kafka): `DESCRIPTOR_HEADROOM` for the broker itself, then of the rest a quarter for
-//! connections (`max.connections` is lowered to fit) and half for segment files, split evenly
-//! over the shards (each shard keeps at most its share open and reopens the others on use,
-//! `ferrite_shards::log::set_open_segment_files_max`). A limit that leaves a shard fewer than
-//! `SEGMENT_FILES_PER_SHARD_MIN` stops the broker at start with the figure it needs.
+//! does for Kafka): `DESCRIPTOR_HEADROOM` for the broker itself and each shard's splice pipes
+//! (`SPLICE_PIPES_PER_SHARD`), then of the rest (the spare):
+//! - connections, one descriptor each: a quarter of the spare while `max.connections` is
+//!   Kafka's default (no bound); a `max.connections` the operator set is kept up to three
+//!   quarters of it, so a broker can be given many connections at the cost of open segment files;
+//! - segment files: two thirds of what the connections leave, at most half of the spare (half,
+//!   with the default quarter for connections), split evenly over the shards (each shard keeps
+//!   at most its share open and reopens the others on use,
+//!   `ferrite_shards::log::set_open_segment_files_max`);
+//! - the rest for direct-mode partitions (below).
+//!
+//! A limit that leaves a shard fewer than `SEGMENT_FILES_PER_SHARD_MIN` segment files stops the
+//! broker at start with the figure it needs.
 //!
 //! So in buffered mode a partition holds no descriptor of its own, and partitions are bounded
 //! by `topic.partitions.per.shard` (and memory), not by `ulimit -n`. In direct mode each
@@ -18,7 +26,7 @@
 //!
 //!   open now (segment files apart) + the segment files' share + new partitions × 1
 //!     + connections not yet open × `DESCRIPTORS_PER_CONNECTION` + `DESCRIPTOR_HEADROOM`
-//!     ≤ RLIMIT_NOFILE
+//!     + the splice pipes ≤ RLIMIT_NOFILE
 
 use super::connections_per_ip::{ConnectionsPerIp, IpClaim, PerIpLimits};
 use std::collections::HashMap;
@@ -31,16 +39,18 @@ pub const DESCRIPTORS_PER_DIRECT_PARTITION: u64 = 1;
 /// The fewest segment files a shard may be left to keep open: below it a broker with a few
 /// busy partitions per shard would reopen files on every request.
 pub const SEGMENT_FILES_PER_SHARD_MIN: u64 = 32;
-/// A client connection: its socket and the pipe (two descriptors) that splices fetches.
-pub const DESCRIPTORS_PER_CONNECTION: u64 = 3;
+/// A client connection: its socket (its reader and writer share the one descriptor; fetches
+/// splice through pipes its shard lends).
+pub const DESCRIPTORS_PER_CONNECTION: u64 = 1;
+/// Pipes each shard lends to its connections' zero-copy fetches, two descriptors each: a pipe
+/// is lent for one file range, so this bounds the ranges one shard splices at once, not its
+/// connections (past it, a range is copied).
+pub const SPLICE_PIPES_PER_SHARD: u64 = 32;
 /// Left for everything else: io_uring rings, event fds, metadata and checkpoint files being
 /// rewritten, the ZooKeeper session, log files of a cleaning pass.
 pub const DESCRIPTOR_HEADROOM: u64 = 256;
-/// By default a quarter of the descriptors are kept for connections (when `max.connections`
-/// asks for more than that, it is lowered to this).
-const CONNECTION_SHARE_OF_DESCRIPTORS: u64 = 4;
-/// Half of the descriptors are segment files, shared evenly by the shards.
-const SEGMENT_FILE_SHARE_OF_DESCRIPTORS: u64 = 2;
+/// Kafka's default `max.connections`, Int.MaxValue: no bound set.
+const MAX_CONNECTIONS_UNSET: usize = i32::MAX as usize;
 
 /// The process's bounds, and the connections open now.
 #[derive(Debug)]
@@ -128,22 +138,27 @@ impl Capacity {
         partitions_per_shard: usize,
         max_connections: usize,
     ) -> Capacity {
-        let spare = descriptor_limit.saturating_sub(DESCRIPTOR_HEADROOM);
-        let connection_share = spare / CONNECTION_SHARE_OF_DESCRIPTORS / DESCRIPTORS_PER_CONNECTION;
         let shards = shards.max(1) as u64;
+        let spare = descriptor_limit.saturating_sub(DESCRIPTOR_HEADROOM + pipe_descriptors(shards));
+        let connection_share = if max_connections >= MAX_CONNECTIONS_UNSET {
+            spare / 4
+        } else {
+            spare * 3 / 4
+        } / DESCRIPTORS_PER_CONNECTION;
+        let max_connections = max_connections.min(connection_share.max(1) as usize);
+        let connection_descriptors = max_connections as u64 * DESCRIPTORS_PER_CONNECTION;
+        let segment_files = (spare / 2).min(spare.saturating_sub(connection_descriptors) * 2 / 3);
         Capacity {
             descriptor_limit,
             partitions_per_shard,
-            segment_files_per_shard: (spare / SEGMENT_FILE_SHARE_OF_DESCRIPTORS / shards).max(1),
+            segment_files_per_shard: (segment_files / shards).max(1),
             shards,
             descriptors_per_new_partition: if direct {
                 DESCRIPTORS_PER_DIRECT_PARTITION
             } else {
                 0
             },
-            connections: ConnectionCount::new(
-                max_connections.min(connection_share.max(1) as usize),
-            ),
+            connections: ConnectionCount::new(max_connections),
             per_ip: Arc::default(),
             listeners: HashMap::new(),
         }
@@ -154,10 +169,13 @@ impl Capacity {
         if self.segment_files_per_shard >= SEGMENT_FILES_PER_SHARD_MIN {
             return Ok(());
         }
+        // The segment files' floor is half of the spare at the default connection share.
         let needed = DESCRIPTOR_HEADROOM
-            + SEGMENT_FILES_PER_SHARD_MIN * self.shards * SEGMENT_FILE_SHARE_OF_DESCRIPTORS;
+            + pipe_descriptors(self.shards)
+            + SEGMENT_FILES_PER_SHARD_MIN * self.shards * 2;
         Err(format!(
-            "the open file limit (ulimit -n) is {}; {} shards need at least {needed}              (raise it with ulimit -n, or LimitNOFILE= in a systemd unit)",
+            "the open file limit (ulimit -n) is {}; {} shards need at least {needed} \
+             (raise it with ulimit -n, or LimitNOFILE= in a systemd unit)",
             self.descriptor_limit, self.shards
         ))
     }
@@ -246,20 +264,28 @@ impl Capacity {
             + segment_files
             + own
             + connections_to_come * DESCRIPTORS_PER_CONNECTION
-            + DESCRIPTOR_HEADROOM;
+            + DESCRIPTOR_HEADROOM
+            + pipe_descriptors(self.shards);
         if needed > self.descriptor_limit {
             return Err(format!(
                 "{added} more direct-mode partitions need {own} file descriptors; {open_now} are \
                  open, {segment_files} are kept for segment files and {} for max.connections \
                  ({}) and the broker itself, of a limit of {} (raise LimitNOFILE, or lower \
                  max.connections)",
-                connections_to_come * DESCRIPTORS_PER_CONNECTION + DESCRIPTOR_HEADROOM,
+                connections_to_come * DESCRIPTORS_PER_CONNECTION
+                    + DESCRIPTOR_HEADROOM
+                    + pipe_descriptors(self.shards),
                 self.max_connections(),
                 self.descriptor_limit
             ));
         }
         Ok(())
     }
+}
+
+/// The descriptors of every shard's splice pipes, all lent at once.
+fn pipe_descriptors(shards: u64) -> u64 {
+    shards * SPLICE_PIPES_PER_SHARD * 2
 }
 
 /// The descriptors this process has open now other than segment files, which have their own
@@ -313,16 +339,17 @@ mod tests {
     #[test]
     fn direct_mode_partitions_leave_room_for_segment_files_and_every_connection() {
         let c = Arc::new(Capacity::new(100_000, 2, true, 100_000, 1000));
-        // Segment files: (100,000 - 256) / 2 = 49,872; 1000 connections × 3 + 256 kept:
-        // 46,872 left for what is open and what is added.
-        assert_eq!(c.segment_files_per_shard, 24_936);
-        assert!(c.check_descriptors(43_872, 3000).is_ok());
-        let e = c.check_descriptors(43_873, 3000).unwrap_err();
+        // Spare: 100,000 - 256 - 2 shards × 32 pipes × 2 = 99,616. Segment files: half of it,
+        // 49,808; 1000 connections × 1 + 256 + 128 kept: 48,808 left for what is open and
+        // what is added.
+        assert_eq!(c.segment_files_per_shard, 24_904);
+        assert!(c.check_descriptors(45_808, 3000).is_ok());
+        let e = c.check_descriptors(45_809, 3000).unwrap_err();
         assert!(e.contains("limit of 100000"), "{e}");
         // Open connections are in "open now" already and no longer kept apart.
         let slots: Vec<_> = (0..500).map(|_| c.open_connection().unwrap()).collect();
-        assert!(c.check_descriptors(45_372, 3000).is_ok());
-        assert!(c.check_descriptors(45_373, 3000).is_err());
+        assert!(c.check_descriptors(46_308, 3000).is_ok());
+        assert!(c.check_descriptors(46_309, 3000).is_err());
         drop(slots);
         assert_eq!(c.connections_open(), 0);
     }
@@ -331,18 +358,21 @@ mod tests {
     fn buffered_partitions_hold_no_descriptor_of_their_own() {
         let c = Capacity::new(600, 2, false, 100_000, usize::MAX);
         assert!(c.check_descriptors(500, 100_000).is_ok());
-        assert_eq!(c.segment_files_per_shard, (600 - 256) / 2 / 2);
+        assert_eq!(c.segment_files_per_shard, (600 - 256 - 128) / 2 / 2);
     }
 
     #[test]
     fn a_limit_too_low_for_the_shards_is_refused_with_the_one_needed() {
-        assert!(Capacity::new(384, 2, false, 1000, 10)
+        assert!(Capacity::new(512, 2, false, 1000, 10)
             .check_descriptor_limit()
             .is_ok());
-        let e = Capacity::new(383, 2, false, 1000, 10)
+        let e = Capacity::new(511, 2, false, 1000, 10)
             .check_descriptor_limit()
             .unwrap_err();
-        assert!(e.contains("is 383") && e.contains("at least 384"), "{e}");
+        assert!(
+            e.contains("is 511") && e.contains("at least 512 (raise"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -356,8 +386,28 @@ mod tests {
     }
 
     #[test]
-    fn max_connections_is_lowered_to_a_quarter_of_the_descriptors() {
-        let c = Capacity::new(20_000, 2, false, 1000, usize::MAX);
-        assert_eq!(c.max_connections(), (20_000 - 256) / 4 / 3);
+    fn max_connections_unset_is_a_quarter_of_the_descriptors() {
+        let spare = 20_000 - 256 - 128;
+        for unset in [usize::MAX, i32::MAX as usize] {
+            let c = Capacity::new(20_000, 2, false, 1000, unset);
+            assert_eq!(c.max_connections(), spare / 4);
+            assert_eq!(c.segment_files_per_shard as usize, spare / 2 / 2);
+        }
+    }
+
+    #[test]
+    fn max_connections_set_is_kept_up_to_three_quarters_at_the_cost_of_segment_files() {
+        let spare = 20_000 - 256 - 128;
+        let c = Capacity::new(20_000, 2, false, 1000, 10_000);
+        assert_eq!(c.max_connections(), 10_000);
+        assert_eq!(
+            c.segment_files_per_shard as usize,
+            (spare - 10_000) * 2 / 3 / 2
+        );
+        let c = Capacity::new(20_000, 2, false, 1000, 1_000_000);
+        assert_eq!(c.max_connections(), spare * 3 / 4);
+        // A small bound leaves the segment files their usual half.
+        let c = Capacity::new(20_000, 2, false, 1000, 100);
+        assert_eq!(c.segment_files_per_shard as usize, spare / 2 / 2);
     }
 }

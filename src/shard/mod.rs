@@ -32,6 +32,7 @@ use ferrite_shards::partition::Partition;
 use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::Router;
 use ferrite_shards::sync::{FifoGate, Notify};
+use ferrite_shards::uring::pipes::PipePool;
 use ferrite_shards::IoMode;
 use services::Services;
 use std::any::Any;
@@ -53,6 +54,8 @@ pub struct Shard {
     cache: Option<Rc<BatchCache>>,
     /// Request bytes read and not yet answered on this shard.
     pub request_budget: Rc<FifoGate>,
+    /// The pipes this shard's connections splice fetched file ranges through.
+    pub pipes: Rc<PipePool>,
     /// The services above the shard, by type (the group coordinator; the controller on
     /// shard 0).
     pub services: Services,
@@ -92,6 +95,7 @@ impl Shard {
             cache: (settings.io_mode == IoMode::Direct)
                 .then(|| BatchCache::new(settings.cache_bytes)),
             request_budget: Rc::new(FifoGate::new(settings.request_bytes_max as u64)),
+            pipes: PipePool::new(capacity::SPLICE_PIPES_PER_SHARD as usize),
             services: Services::default(),
             cluster,
             capacity,

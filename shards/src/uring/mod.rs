@@ -23,6 +23,7 @@
 mod direct;
 mod file;
 mod ops;
+pub mod pipes;
 pub mod socket;
 
 pub use direct::{align_up, AlignedBuf, DIRECT_ALIGNMENT};

@@ -59,12 +59,14 @@ pub(crate) fn iovecs_after(chunks: &[WriteChunk], mut skip: usize) -> Vec<libc::
 }
 
 /// Moves up to `len` bytes from `input` at `offset` into the pipe `pipe_write` without copying
-/// through user space. Returns the bytes moved.
-pub async fn splice_from_file(
+/// through user space. Returns the bytes moved. `keep` (what holds `pipe_write` open) is held
+/// until the kernel is done.
+pub async fn splice_from_file<K: 'static>(
     input: &File,
     offset: u64,
     pipe_write: RawFd,
     len: u32,
+    keep: K,
 ) -> io::Result<u32> {
     let entry = opcode::Splice::new(
         types::Fd(input.as_raw_fd()),
@@ -74,7 +76,7 @@ pub async fn splice_from_file(
         len,
     )
     .build();
-    let (res, _file) = Ring::current().run(entry, input.clone()).await;
+    let (res, _kept) = Ring::current().run(entry, (input.clone(), keep)).await;
     check(res)
 }
 

@@ -121,7 +121,9 @@ fn splice_moves_file_bytes_through_a_pipe() {
             unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
             0
         );
-        let n = splice::splice_from_file(&f, 5, pipe[1], 5).await.unwrap();
+        let n = splice::splice_from_file(&f, 5, pipe[1], 5, ())
+            .await
+            .unwrap();
         assert_eq!(n, 5);
         let mut out = [0u8; 5];
         let r = unsafe { libc::read(pipe[0], out.as_mut_ptr().cast(), 5) };
