@@ -46,7 +46,10 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// timeout each time the shard wakes early) first searches the ring's polls for it, in a
 /// table of 2^(log2(completion entries) - 5) chains, at most 256: at 128 entries, 8 chains of
 /// over 1,200 polls each with 10,000 connections. Measured with `perf/connections.sh` at
-/// 10,000 connections: that search was 20% of the broker's CPU.
+/// 10,000 connections: that search was 20% of the broker's CPU. glommio also asks a running
+/// task queue to yield after this many I/O completions (besides its time slice): the log
+/// cleaner's low-share queue may now run longer between yields while I/O is busy, never past
+/// its time slice.
 const EXECUTOR_RING_DEPTH: usize = 4096;
 
 /// Runs the broker until SIGTERM or SIGINT: the single-broker default, or a member of a

@@ -9,7 +9,8 @@
 //! (`SPLICE_PIPES_PER_SHARD`), then of the rest (the spare):
 //! - connections, one descriptor each: a quarter of the spare while `max.connections` is
 //!   Kafka's default (no bound); a `max.connections` the operator set is kept up to three
-//!   quarters of it, so a broker can be given many connections at the cost of open segment files;
+//!   quarters of it, so a broker can be given many connections at the cost of open segment files
+//!   (never below their floor);
 //! - segment files: two thirds of what the connections leave, at most half of the spare (half,
 //!   with the default quarter for connections), split evenly over the shards (each shard keeps
 //!   at most its share open and reopens the others on use,
@@ -140,10 +141,13 @@ impl Capacity {
     ) -> Capacity {
         let shards = shards.max(1) as u64;
         let spare = descriptor_limit.saturating_sub(DESCRIPTOR_HEADROOM + pipe_descriptors(shards));
+        // A set max.connections may not take the segment files below their floor: they get
+        // two thirds of what connections leave, so connections leave them 1.5 × the floor.
+        let segment_floor = SEGMENT_FILES_PER_SHARD_MIN * shards;
         let connection_share = if max_connections >= MAX_CONNECTIONS_UNSET {
             spare / 4
         } else {
-            spare * 3 / 4
+            (spare * 3 / 4).min(spare.saturating_sub(segment_floor * 3 / 2))
         } / DESCRIPTORS_PER_CONNECTION;
         let max_connections = max_connections.min(connection_share.max(1) as usize);
         let connection_descriptors = max_connections as u64 * DESCRIPTORS_PER_CONNECTION;
@@ -169,7 +173,8 @@ impl Capacity {
         if self.segment_files_per_shard >= SEGMENT_FILES_PER_SHARD_MIN {
             return Ok(());
         }
-        // The segment files' floor is half of the spare at the default connection share.
+        // The segment files have half of the spare, whatever the connections take, unless the
+        // spare is too small for that half to reach their floor.
         let needed = DESCRIPTOR_HEADROOM
             + pipe_descriptors(self.shards)
             + SEGMENT_FILES_PER_SHARD_MIN * self.shards * 2;
@@ -409,5 +414,14 @@ mod tests {
         // A small bound leaves the segment files their usual half.
         let c = Capacity::new(20_000, 2, false, 1000, 100);
         assert_eq!(c.segment_files_per_shard as usize, spare / 2 / 2);
+    }
+
+    #[test]
+    fn max_connections_set_never_takes_the_segment_files_below_their_floor() {
+        // Spare 128: three quarters would leave the segment files 21, below 2 shards × 32.
+        let c = Capacity::new(512, 2, false, 1000, 10_000);
+        assert_eq!(c.max_connections(), 128 - 64 * 3 / 2);
+        assert_eq!(c.segment_files_per_shard, SEGMENT_FILES_PER_SHARD_MIN);
+        assert!(c.check_descriptor_limit().is_ok());
     }
 }

@@ -112,14 +112,22 @@ impl PipePool {
             }
             None => {
                 self.copied_bytes.set(self.copied_bytes.get() + len);
-                let bytes = file.read_at(position, len as usize).await?;
-                if bytes.len() as u64 != len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "segment ended before the range",
-                    ));
+                // A pipe's worth at a time: a busy shard holds no more memory per send than
+                // its pipes would.
+                let mut done = 0u64;
+                while done < len {
+                    let want = (len - done).min(PIPE_BYTES as u64) as usize;
+                    let bytes = file.read_at(position + done, want).await?;
+                    if bytes.len() != want {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "segment ended before the range",
+                        ));
+                    }
+                    send_all(socket, vec![WriteChunk::Owned(bytes)]).await?;
+                    done += want as u64;
                 }
-                send_all(socket, vec![WriteChunk::Owned(bytes)]).await
+                Ok(())
             }
         }
     }
@@ -273,14 +281,22 @@ mod tests {
     fn with_every_pipe_lent_a_range_is_copied_and_arrives_whole() {
         let dir = tempfile::tempdir().unwrap();
         run(|| async move {
-            let f = counting_file(dir.path(), 4_000).await;
+            // Over two pipes' worth, so it goes out in pieces; a reader thread takes them.
+            let len = 2 * PIPE_BYTES + 3_000;
+            let f = counting_file(dir.path(), len + 100).await;
             let pool = PipePool::new(1);
             let lent = pool.lend().unwrap();
             let (socket, mut client) = connection();
-            pool.send_file_range(&f, 100, 3_000, &socket).await.unwrap();
-            let want: Vec<u8> = (100..3_100).map(|i| (i % 251) as u8).collect();
-            assert_eq!(read_exactly(&mut client, 3_000), want);
-            assert_eq!(pool.copied_bytes(), 3_000);
+            let reader = std::thread::spawn(move || read_exactly(&mut client, len));
+            pool.send_file_range(&f, 100, len as u64, &socket)
+                .await
+                .unwrap();
+            let want: Vec<u8> = (100..100 + len).map(|i| (i % 251) as u8).collect();
+            assert!(
+                reader.join().unwrap() == want,
+                "the copied range arrived whole"
+            );
+            assert_eq!(pool.copied_bytes(), len as u64);
             drop(lent);
         });
     }
