@@ -469,3 +469,62 @@ fn a_connection_costs_one_descriptor_and_fetches_share_their_shards_pipes() {
     assert!((1.0..=64.0).contains(&pipes), "{pipes} pipes open");
     assert_eq!(sum("ferrite_splice_pipe_busy_bytes_total"), 0.0);
 }
+
+/// A client that stops reading cannot hold its connection for ever: once its socket has taken
+/// nothing for `connections.max.idle.ms`, the broker closes the connection (Kafka closes a
+/// channel with no progress for that long), and the splice pipe its fetch borrowed with it.
+#[test]
+fn a_client_that_stops_reading_is_closed_after_connections_max_idle_ms() {
+    let broker = Broker::start(&["--set", "connections.max.idle.ms=2000"]);
+    // 12 MiB in one partition: more than the two sockets' buffers and a pipe hold.
+    let record = format!("{}\n", "r".repeat(1023));
+    let records = record.repeat(12 * 1024);
+    kcat(
+        &broker,
+        &["-P", "-t", "unread", "-p", "0"],
+        Some(records.as_bytes()),
+    );
+    let open_connections = || -> f64 {
+        let (_, metrics) = common::http_get(&broker.metrics_addr, "/metrics");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("ferrite_connections_open{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let mut stuck = wire::connect(&broker);
+    let small: libc::c_int = 4096;
+    // SAFETY: setsockopt reads an int from a pointer valid for the call.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&stuck),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &small as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_bytes(64 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("unread"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_partition_max_bytes(64 << 20)])]);
+    stuck
+        .write_all(&wire::frame(ApiKey::Fetch, 11, 1, &fetch))
+        .unwrap();
+    // The metrics scrape is a connection too, closed before the figure is read.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(open_connections(), 1.0, "the stuck client is connected");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while open_connections() > 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a client that read nothing for 15 s is still connected"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    drop(stuck);
+}

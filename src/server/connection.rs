@@ -71,8 +71,11 @@ pub async fn serve(
     let _ = stream.set_nodelay(true);
     let settings = shard.config.shard(shard.id.0).clone();
     set_buffer_sizes(&stream, &settings);
+    let stall_limit = send_stall_limit(&shard);
+    // TLS writes go through glommio's stream: the same limit there.
+    let _ = stream.set_write_timeout(stall_limit);
     let stream = SharedStream::new(stream);
-    let fd = SocketFd::new(stream.clone());
+    let fd = SocketFd::new(stream.clone()).with_stall_limit(stall_limit);
     let connection = Rc::new(ConnectionState::new(client_host, listener.clone()));
     let frames = FrameReader::new(shard.config.broker.socket_request_max_bytes);
     let Some(acceptor) = &listener.tls else {
@@ -119,6 +122,7 @@ pub async fn serve(
 pub async fn resume(shard: Rc<Shard>, handoff: Handoff) -> Option<Handoff> {
     let peer = handoff.peer;
     let (stream, fd, connection, buffered) = handoff.open();
+    let fd = fd.with_stall_limit(send_stall_limit(&shard));
     let frames = FrameReader::with_buffered(shard.config.broker.socket_request_max_bytes, buffered);
     serve_plaintext(&shard, stream, fd, connection, peer, frames).await
 }
@@ -150,6 +154,15 @@ async fn serve_plaintext(
         frames,
     );
     Handoff::of(moving.await?, &connection, peer)
+}
+
+/// How long a response may wait for a client that takes nothing before the connection is
+/// closed: Kafka closes a connection with no progress for `connections.max.idle.ms`, and a
+/// client that stops reading would otherwise hold the connection's writer (and the splice
+/// pipe it may have borrowed) for ever.
+fn send_stall_limit(shard: &Shard) -> Option<Duration> {
+    let ms = shard.config.broker.connections_max_idle_ms;
+    (ms > 0).then(|| Duration::from_millis(ms as u64))
 }
 
 /// The peer's address as logs show it.

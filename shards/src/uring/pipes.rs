@@ -12,7 +12,7 @@
 //! Lives on: one shard's thread (`Rc`, `Cell`).
 
 use super::ops::{self, WriteChunk};
-use super::socket::{send_all, wait_writable, SocketFd};
+use super::socket::{send_all, wait_writable, within_stall_limit, SocketFd};
 use super::File;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -205,13 +205,13 @@ async fn splice_to_socket(
         }
         let mut in_pipe = n as usize;
         while in_pipe > 0 {
-            let (res, _kept) = ops::splice_to(
+            let splice = ops::splice_to(
                 pipe.ends.read.as_raw_fd(),
                 fd.raw(),
                 in_pipe as u32,
                 (fd.clone(), pipe.ends.clone()),
-            )
-            .await;
+            );
+            let (res, _kept) = within_stall_limit(fd, async { Ok(splice.await) }).await?;
             match res {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
                 Ok(m) => in_pipe -= m as usize,

@@ -11,6 +11,7 @@ use std::any::Any;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
+use std::time::Duration;
 
 /// A connection's socket as its writer sends on it: the descriptor's number and what keeps it
 /// open (the connection's stream, shared with its reader). Every operation in flight holds a
@@ -20,6 +21,8 @@ use std::rc::Rc;
 pub struct SocketFd {
     raw: RawFd,
     _owner: Rc<dyn Any>,
+    /// How long a send may wait for the peer to take more before it fails.
+    stall_limit: Option<Duration>,
 }
 
 impl SocketFd {
@@ -28,7 +31,15 @@ impl SocketFd {
         SocketFd {
             raw: owner.as_raw_fd(),
             _owner: Rc::new(owner),
+            stall_limit: None,
         }
+    }
+
+    /// Sends fail (TimedOut) once the socket has stayed full for `limit`: a peer that stops
+    /// reading would otherwise hold the writer, and whatever it holds, for ever.
+    pub fn with_stall_limit(mut self, limit: Option<Duration>) -> SocketFd {
+        self.stall_limit = limit;
+        self
     }
 
     pub fn raw(&self) -> RawFd {
@@ -42,9 +53,38 @@ impl SocketFd {
     }
 }
 
+/// `op`, a wait for the socket to take more, given up (TimedOut) once it has waited the
+/// socket's stall limit. A ring operation given up on stays in the ring, holding what it uses,
+/// until the kernel ends it (a full socket's send waits inside io_uring, which polls for room
+/// itself; the writer's shutdown of the socket ends it).
+pub(crate) async fn within_stall_limit<T>(
+    fd: &SocketFd,
+    op: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    let Some(limit) = fd.stall_limit else {
+        return op.await;
+    };
+    match glommio::timer::timeout(limit, async {
+        op.await.map_err(glommio::GlommioError::IoError)
+    })
+    .await
+    {
+        Ok(t) => Ok(t),
+        Err(glommio::GlommioError::IoError(e)) => Err(e),
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the peer took nothing for {limit:?}"),
+        )),
+    }
+}
+
+/// Waits until the socket takes more, at most its stall limit.
 pub(crate) async fn wait_writable(fd: &SocketFd) -> io::Result<()> {
-    let (res, _keep) = super::ops::poll(fd.raw(), libc::POLLOUT as u32, fd.clone()).await;
-    res.map(drop)
+    within_stall_limit(fd, async {
+        let (res, _keep) = super::ops::poll(fd.raw(), libc::POLLOUT as u32, fd.clone()).await;
+        res.map(drop)
+    })
+    .await
 }
 
 /// Sends every chunk, in order.
@@ -61,9 +101,9 @@ pub async fn send_all(fd: &SocketFd, chunks: Vec<WriteChunk>) -> io::Result<()> 
         let entry = opcode::SendMsg::new(types::Fd(fd.raw()), &*msg as *const libc::msghdr)
             .flags(libc::MSG_NOSIGNAL as u32)
             .build();
-        let (res, (back, _iov, _msg, _fd)) = Ring::current()
-            .run(entry, (chunks, iovecs, msg, fd.clone()))
-            .await;
+        let send = Ring::current().run(entry, (chunks, iovecs, msg, fd.clone()));
+        let (res, (back, _iov, _msg, _fd)) =
+            within_stall_limit(fd, async { Ok(send.await) }).await?;
         chunks = back;
         match check(res) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket closed")),
