@@ -406,6 +406,18 @@ fn past_max_connections_per_ip_a_new_connection_is_closed_at_once() {
     );
 }
 
+/// A consumer's Fetch of partition 0 of `topic` from the start, up to `max_bytes`.
+fn fetch_partition_0(topic: &str, max_bytes: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_bytes(max_bytes)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_partition_max_bytes(max_bytes)])])
+}
+
 /// A connection holds one descriptor, its socket, whatever it does: its reader and writer
 /// share it, and its zero-copy fetches splice through pipes its shard lends, 32 at most per
 /// shard. (A connection held two idle, and four once it had fetched.)
@@ -436,14 +448,7 @@ fn a_connection_costs_one_descriptor_and_fetches_share_their_shards_pipes() {
         (CONNECTIONS..CONNECTIONS + 8).contains(&idle),
         "{CONNECTIONS} idle connections hold {idle} descriptors"
     );
-    let fetch = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(name("fds"))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_partition_max_bytes(1 << 20)])]);
+    let fetch = fetch_partition_0("fds", 1 << 20);
     for c in &mut connections {
         let r: FetchResponse = wire::call(c, ApiKey::Fetch, 11, &fetch);
         let p = &r.responses[0].partitions[0];
@@ -457,17 +462,9 @@ fn a_connection_costs_one_descriptor_and_fetches_share_their_shards_pipes() {
         "{CONNECTIONS} connections hold {fetched} descriptors after fetching"
     );
     // The ranges went out by splice: the shards opened pipes, and copied nothing for want of one.
-    let (_, metrics) = common::http_get(&broker.metrics_addr, "/metrics");
-    let sum = |metric: &str| -> f64 {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with(&format!("{metric}{{")))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum()
-    };
-    let pipes = sum("ferrite_splice_pipes_open");
+    let pipes = broker.metric("ferrite_splice_pipes_open");
     assert!((1.0..=64.0).contains(&pipes), "{pipes} pipes open");
-    assert_eq!(sum("ferrite_splice_pipe_busy_bytes_total"), 0.0);
+    assert_eq!(broker.metric("ferrite_splice_pipe_busy_bytes_total"), 0.0);
 }
 
 /// A client that stops reading cannot hold its connection for ever: once its socket has taken
@@ -484,14 +481,7 @@ fn a_client_that_stops_reading_is_closed_after_connections_max_idle_ms() {
         &["-P", "-t", "unread", "-p", "0"],
         Some(records.as_bytes()),
     );
-    let open_connections = || -> f64 {
-        let (_, metrics) = common::http_get(&broker.metrics_addr, "/metrics");
-        metrics
-            .lines()
-            .filter(|l| l.starts_with("ferrite_connections_open{"))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum()
-    };
+    let open_connections = || broker.metric("ferrite_connections_open");
     let mut stuck = wire::connect(&broker);
     let small: libc::c_int = 4096;
     // SAFETY: setsockopt reads an int from a pointer valid for the call.
@@ -504,14 +494,7 @@ fn a_client_that_stops_reading_is_closed_after_connections_max_idle_ms() {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    let fetch = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_bytes(64 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(name("unread"))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_partition_max_bytes(64 << 20)])]);
+    let fetch = fetch_partition_0("unread", 64 << 20);
     stuck
         .write_all(&wire::frame(ApiKey::Fetch, 11, 1, &fetch))
         .unwrap();

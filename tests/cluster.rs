@@ -5,8 +5,8 @@
 mod common;
 
 use common::cluster::{
-    broker_ids, cluster_args, describe_config, isr, leaders, metadata, reassign, set_config,
-    start_broker_on, start_cluster, wait_until, BROKER, SESSION_MS, TOPIC,
+    broker_ids, cluster_args, describe_config, isr, leaders, metadata, partitions, reassign,
+    set_config, start_broker_on, start_cluster, wait_until, BROKER, SESSION_MS, TOPIC,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, kcat_consume, wire, Broker};
@@ -416,12 +416,7 @@ fn broker_configs_at_the_cluster_default_reach_every_broker_and_a_brokers_own_on
 
 /// The replica list of one partition, in order, as kcat reports it.
 fn replicas(md: &serde_json::Value, topic: &str, partition: i64) -> Vec<i64> {
-    md["topics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["topic"] == topic)
-        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
+    partitions(md, topic)
         .filter(|p| p["partition"] == partition)
         .flat_map(|p| p["replicas"].as_array().unwrap().iter())
         .map(|r| r["id"].as_i64().unwrap())

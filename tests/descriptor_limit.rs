@@ -25,15 +25,6 @@ fn lower_descriptor_limit(to: u64) {
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
 }
 
-/// The value of metric `name` summed over its series (the shards).
-fn metric(broker: &Broker, name: &str) -> f64 {
-    let (_, body) = common::http_get(&broker.metrics_addr, "/metrics");
-    body.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 fn open_descriptors(broker: &Broker) -> usize {
     std::fs::read_dir(format!("/proc/{}/fd", broker.pid()))
         .map(|d| d.count())
@@ -64,11 +55,11 @@ fn more_partitions_than_open_files_are_created_written_read_and_restarted() {
     let open = open_descriptors(&broker);
     assert!(open < DESCRIPTOR_LIMIT as usize, "{open} descriptors open");
     // Two shards of (1000 - 256 - 2 × 32 pipes × 2) / 2 / 2 = 154 segment files each.
-    let share = metric(&broker, "ferrite_segment_files_open_max");
+    let share = broker.metric("ferrite_segment_files_open_max");
     assert_eq!(share, 308.0);
-    assert!(metric(&broker, "ferrite_segment_files_open") <= share);
+    assert!(broker.metric("ferrite_segment_files_open") <= share);
     assert!(
-        metric(&broker, "ferrite_segment_file_reopens_total") > 0.0,
+        broker.metric("ferrite_segment_file_reopens_total") > 0.0,
         "1,000 partitions were served through 308 open files"
     );
 

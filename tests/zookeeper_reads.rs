@@ -8,8 +8,8 @@
 mod common;
 
 use common::cluster::{
-    describe_config, leaders, metadata, set_config, start_broker, start_cluster, wait_until,
-    SESSION_MS, TOPIC,
+    describe_config, leaders, metadata, partitions, set_config, start_broker, start_cluster,
+    wait_until, SESSION_MS, TOPIC,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, python};
@@ -105,12 +105,7 @@ fn changes_after_a_lost_connection_still_reach_the_broker() {
 
 /// Per partition of `topic` in `md`: (leader, ISR size).
 fn leaders_and_isr_sizes(md: &serde_json::Value, topic: &str) -> Vec<(i64, usize)> {
-    md["topics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["topic"] == topic)
-        .flat_map(|t| t["partitions"].as_array().unwrap().iter())
+    partitions(md, topic)
         .map(|p| {
             (
                 p["leader"].as_i64().unwrap(),

@@ -12,6 +12,7 @@
 //! failed read leaves the tree partly updated, so it also asks for a whole read.
 
 use super::view::{self, ZkTree};
+use super::zk::PARTITION_OPS_IN_FLIGHT;
 use super::znodes;
 use futures::StreamExt;
 use std::collections::{BTreeSet, HashSet};
@@ -122,11 +123,6 @@ impl Changed {
     }
 }
 
-/// How many znode reads of one pass are in flight at once: a failover or a broker's return
-/// changes thousands of partition states together, and one round trip each in turn would
-/// take seconds.
-const READS_IN_FLIGHT: usize = 256;
-
 /// Reads into `tree` what `changed` names. On an error the tree may be partly updated: the
 /// caller reads it whole next.
 pub async fn read_changed(
@@ -214,7 +210,7 @@ pub async fn read_changed(
             let state = view::read_state(client, &name, p).await;
             (name, p, state)
         })
-        .buffer_unordered(READS_IN_FLIGHT);
+        .buffer_unordered(PARTITION_OPS_IN_FLIGHT);
     while let Some((name, p, state)) = read.next().await {
         let state = state?;
         if let Some(partition) = tree

@@ -30,7 +30,7 @@
 //! moved first, and the next pass reads again.
 
 use super::view::ZkTree;
-use super::zk::{create_if_missing, delete_if_present, persistent};
+use super::zk::{create_if_missing, delete_if_present, persistent, PARTITION_OPS_IN_FLIGHT};
 use super::znodes::{self, PartitionState};
 use futures::StreamExt;
 use zookeeper_client::{Client, Error};
@@ -136,7 +136,7 @@ pub async fn run(
     }
     let mut written = futures::stream::iter(writes)
         .map(|(name, p, write)| write_state(client, name, p, write))
-        .buffer_unordered(WRITES_IN_FLIGHT);
+        .buffer_unordered(PARTITION_OPS_IN_FLIGHT);
     while let Some(result) = written.next().await {
         if result? {
             changes.states_written += 1;
@@ -175,9 +175,6 @@ pub async fn run(
     }
     Ok(changes)
 }
-
-/// How many partition state writes of one pass are in flight at once.
-const WRITES_IN_FLIGHT: usize = 256;
 
 /// A partition state the controller writes.
 enum StateWrite {

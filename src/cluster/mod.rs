@@ -22,6 +22,7 @@ pub mod znodes;
 
 pub use requests::{IsrChange, Request};
 pub use session::{start, ClusterOptions, Started};
+pub use zk::PARTITION_OPS_IN_FLIGHT;
 
 use futures::channel::{mpsc, oneshot};
 

@@ -32,8 +32,6 @@ use zookeeper_client::{
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Changes arriving this close together are read as one.
 const DEBOUNCE: Duration = Duration::from_millis(20);
-/// How many ISR changes one pass writes at once.
-const ISR_CHANGES_IN_FLIGHT: usize = 256;
 /// The controller looks again this often even without a change (a missed event costs this).
 const TICK: Duration = Duration::from_secs(1);
 /// How long a created topic may wait for the controller to give its partitions leaders.
@@ -345,7 +343,9 @@ impl ControlLoop {
         let node = self.options.node_id;
         let client = &s.client;
         futures::stream::iter(isr_changes)
-            .for_each_concurrent(ISR_CHANGES_IN_FLIGHT, |r| serve_isr_change(client, node, r))
+            .for_each_concurrent(zk::PARTITION_OPS_IN_FLIGHT, |r| {
+                serve_isr_change(client, node, r)
+            })
             .await;
     }
 

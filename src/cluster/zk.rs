@@ -3,6 +3,12 @@
 
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
 
+/// How many per-partition ZooKeeper operations one pass keeps in flight: the controller's
+/// reads and writes of partition states, and the leaders' ISR changes. A failover or a
+/// broker's return changes thousands of partitions together, and one round trip each in turn
+/// would take seconds.
+pub const PARTITION_OPS_IN_FLIGHT: usize = 256;
+
 pub fn persistent() -> CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
 }

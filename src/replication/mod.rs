@@ -73,9 +73,6 @@ async fn manage(shard: Rc<Shard>, client: Rc<InterBrokerClient>) {
     }
 }
 
-/// How many ISR changes a shard has in flight at once.
-const ISR_CHANGES_IN_FLIGHT: usize = 256;
-
 /// Asks ZooKeeper for the ISR changes the leader's view of its followers calls for; the same
 /// change is not asked again for a second while the metadata catches up. The changes go out
 /// together: when a follower stops or returns, every partition it follows changes at once,
@@ -104,7 +101,7 @@ async fn update_isrs(
         changes.push((p, isr));
     }
     futures::stream::iter(changes)
-        .for_each_concurrent(ISR_CHANGES_IN_FLIGHT, |(p, isr)| async move {
+        .for_each_concurrent(crate::cluster::PARTITION_OPS_IN_FLIGHT, |(p, isr)| async move {
             let (topic, index, epoch) = (p.topic().to_string(), p.index(), p.leader_epoch());
             let result = zk
                 .call(|reply| {

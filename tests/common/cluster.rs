@@ -123,7 +123,8 @@ pub fn broker_ids(md: &Value) -> Vec<i64> {
     ids
 }
 
-fn partitions<'a>(md: &'a Value, topic: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+/// The partitions of `topic` in kcat's JSON metadata `md`.
+pub fn partitions<'a>(md: &'a Value, topic: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
     md["topics"]
         .as_array()
         .unwrap()

@@ -227,6 +227,20 @@ impl Broker {
         self.child.as_ref().expect("running").id()
     }
 
+    /// The value of metric `name` summed over its series (the shards), from its endpoint.
+    pub fn metric(&self, name: &str) -> f64 {
+        let (_, body) = http_get(&self.metrics_addr, "/metrics");
+        body.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .map(|l| {
+                let value = l.rsplit(' ').next().unwrap();
+                value
+                    .parse::<f64>()
+                    .unwrap_or_else(|_| panic!("not a value: {l}"))
+            })
+            .sum()
+    }
+
     /// SIGTERM, then wait for a graceful exit (SIGKILL after 20 s).
     pub fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
