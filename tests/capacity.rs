@@ -437,7 +437,31 @@ fn a_connection_costs_one_descriptor_and_fetches_share_their_shards_pipes() {
             .unwrap()
             .count()
     };
-    let before = open();
+    // kcat has exited, but the broker may not have closed its side yet: count from the moment
+    // it has (a count taken earlier includes a descriptor that goes away under the test).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while broker.metric("ferrite_connections_open") > 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kcat's connection never closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its socket is closed by the ring a moment after the connection ends: wait for the count
+    // to hold still.
+    let mut before = open();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = open();
+        if now == before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "descriptors never settled"
+        );
+        before = now;
+    }
     let mut connections: Vec<_> = (0..CONNECTIONS).map(|_| wire::connect(&broker)).collect();
     for c in &mut connections {
         let _: ApiVersionsResponse =
