@@ -23,6 +23,7 @@
 pub mod batch;
 pub mod config;
 pub mod error;
+pub mod foreign;
 pub mod log;
 pub mod partition;
 pub mod placement;

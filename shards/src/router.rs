@@ -13,7 +13,8 @@
 //! freed memory. That crashed the broker (SIGSEGV in `process_foreign_wakes`, on a request
 //! task woken by the shard that answered its produce) about once in 30 runs of 16 partitions
 //! at 1 GB/s. glommio's shared channels keep each side's wakers on its own shard and only
-//! signal the other shard's eventfd.
+//! signal the other shard's eventfd. Threads that are not shards answer through
+//! `foreign.rs` for the same reason.
 //!
 //! Lives on: every shard holds its own `Router`; the channel ends are created on the main
 //! thread and handed to each shard before it starts.

@@ -24,7 +24,8 @@ pub use requests::{IsrChange, Request};
 pub use session::{start, ClusterOptions, Started};
 pub use zk::PARTITION_OPS_IN_FLIGHT;
 
-use futures::channel::{mpsc, oneshot};
+use ferrite_shards::foreign::{self, Reply};
+use futures::channel::mpsc;
 
 /// A ZooKeeper client for a command-line tool (`ferrite user`): connected, under the chroot
 /// (created when missing, as a broker creates it), with `/config/users` and `/config/changes`
@@ -57,13 +58,18 @@ pub struct ZkHandle {
 impl ZkHandle {
     /// Sends `make(reply)` to the control thread and waits for its answer; `None` if the
     /// control thread has stopped.
-    pub async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Request) -> Option<T> {
-        let (tx, rx) = oneshot::channel();
-        self.requests.unbounded_send(make(tx)).ok()?;
+    /// The answer comes back through this shard's foreign inbox, never by waking this task
+    /// from the control thread (see `ferrite_shards::foreign`).
+    pub async fn call<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Request,
+    ) -> Option<T> {
+        let (reply, answer) = foreign::reply();
+        self.requests.unbounded_send(make(reply)).ok()?;
         // Bounded: while ZooKeeper is unreachable the control thread answers nothing, and a
         // shard must not wait on it forever.
         glommio::timer::timeout(CALL_TIMEOUT, async {
-            rx.await.map_err(|_| {
+            answer.await.ok_or_else(|| {
                 glommio::GlommioError::IoError(std::io::Error::other("control thread gone"))
             })
         })

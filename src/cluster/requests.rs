@@ -8,7 +8,7 @@
 
 use super::zk::persistent;
 use super::znodes::{self, EntityConfig, ProducerIdBlock, TopicAssignment};
-use futures::channel::oneshot;
+use ferrite_shards::foreign::Reply;
 use std::collections::BTreeMap;
 use zookeeper_client::{Client, Error};
 
@@ -35,66 +35,66 @@ pub enum CreateOutcome {
 pub enum Request {
     CreateTopics {
         topics: Vec<PlannedTopic>,
-        reply: oneshot::Sender<Vec<(String, CreateOutcome)>>,
+        reply: Reply<Vec<(String, CreateOutcome)>>,
     },
     /// Marks topics for deletion; answers whether each existed.
     DeleteTopics {
         names: Vec<String>,
-        reply: oneshot::Sender<Vec<(String, Result<bool, String>)>>,
+        reply: Reply<Vec<(String, Result<bool, String>)>>,
     },
     /// A block of producer ids `[start, end]` no other broker will use.
     ProducerIds {
-        reply: oneshot::Sender<Result<(i64, i64), String>>,
+        reply: Reply<Result<(i64, i64), String>>,
     },
     /// Adds partitions (their replica lists, in index order after the existing ones).
     AddPartitions {
         topic: String,
         existing: usize,
         replicas: Vec<Vec<i32>>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// Replaces a topic's config overrides (AlterConfigs, IncrementalAlterConfigs).
     AlterTopicConfig {
         topic: String,
         configs: BTreeMap<String, String>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// Replaces a broker's dynamic settings, or the cluster default's (`None`).
     AlterBrokerConfig {
         broker: Option<i32>,
         configs: BTreeMap<String, String>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// Replaces one client quota entity's values.
     AlterClientQuota {
         entity: crate::metadata::client_quotas::QuotaEntity,
         quotas: BTreeMap<String, String>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// Replaces the ACLs of one resource pattern (empty: none left).
     WriteAcls {
         pattern: crate::security::acl::ResourcePattern,
         entries: std::collections::BTreeSet<crate::security::acl::AccessEntry>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// Replaces one user's SCRAM credentials (mechanism → Kafka's text; empty: none left).
     AlterScramUser {
         user: String,
         credentials: BTreeMap<String, String>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// Starts, replaces or cancels (`None`) reassignments of a topic's partitions; answers, per
     /// partition, whether there was something to do (false: a cancel with none in progress).
     Reassign {
         topic: String,
         partitions: ReassignTargets,
-        reply: oneshot::Sender<Result<Vec<(i32, bool)>, String>>,
+        reply: Reply<Result<Vec<(i32, bool)>, String>>,
     },
     /// Asks the elected controller for elections (ElectLeaders).
     ElectLeaders {
         partitions: Vec<znodes::ElectionPartition>,
         unclean: bool,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Reply<Result<(), String>>,
     },
     /// The leader changes a partition's ISR.
     UpdateIsr(IsrChange),
@@ -107,7 +107,7 @@ pub struct IsrChange {
     pub partition: i32,
     pub leader_epoch: i32,
     pub isr: Vec<i32>,
-    pub reply: oneshot::Sender<Result<i32, String>>,
+    pub reply: Reply<Result<i32, String>>,
 }
 
 pub async fn create_topic(client: &Client, t: &PlannedTopic) -> CreateOutcome {

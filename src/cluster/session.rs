@@ -18,6 +18,7 @@ use super::znodes::{self, BrokerRegistration, ControllerRegistration};
 use super::{duties, zk, ZkHandle};
 use crate::config::ZkConnect;
 use crate::metadata::{cluster_id_string, random_id, ClusterMetadata};
+use ferrite_shards::foreign;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
 use smol::Timer;
@@ -54,14 +55,15 @@ pub struct Started {
     pub handle: ZkHandle,
     /// The view at registration: the shards start with it.
     pub first: Arc<ClusterMetadata>,
-    /// Every later view, for shard 0 to install.
-    pub views: mpsc::UnboundedReceiver<Arc<ClusterMetadata>>,
+    /// Every later view, for shard 0 to install (a foreign channel: the control thread must
+    /// not wake a shard's task itself, see `ferrite_shards::foreign`).
+    pub views: foreign::Receiver<Arc<ClusterMetadata>>,
 }
 
 /// Starts the control thread and waits until this broker is registered and has a view.
 pub fn start(options: ClusterOptions) -> anyhow::Result<Started> {
     let (requests_tx, requests_rx) = mpsc::unbounded();
-    let (views_tx, views_rx) = mpsc::unbounded();
+    let (views_tx, views_rx) = foreign::channel()?;
     let (first_tx, first_rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("zookeeper".into())
@@ -83,7 +85,7 @@ pub fn start(options: ClusterOptions) -> anyhow::Result<Started> {
 struct ControlLoop {
     options: ClusterOptions,
     requests: mpsc::UnboundedReceiver<Request>,
-    views: mpsc::UnboundedSender<Arc<ClusterMetadata>>,
+    views: foreign::Sender<Arc<ClusterMetadata>>,
     first: Option<std::sync::mpsc::Sender<Arc<ClusterMetadata>>>,
     /// What ZooKeeper holds, as last read.
     tree: ZkTree,
@@ -103,7 +105,7 @@ impl ControlLoop {
     fn new(
         options: ClusterOptions,
         requests: mpsc::UnboundedReceiver<Request>,
-        views: mpsc::UnboundedSender<Arc<ClusterMetadata>>,
+        views: foreign::Sender<Arc<ClusterMetadata>>,
         first: std::sync::mpsc::Sender<Arc<ClusterMetadata>>,
     ) -> ControlLoop {
         ControlLoop {
@@ -324,7 +326,7 @@ impl ControlLoop {
                 let _ = first.send(metadata);
             }
             None => {
-                let _ = self.views.unbounded_send(metadata);
+                let _ = self.views.send(metadata);
             }
         }
     }
@@ -373,7 +375,7 @@ impl ControlLoop {
                     }
                     Timer::after(Duration::from_millis(20)).await;
                 }
-                let _ = reply.send(results);
+                reply.send(results);
             }
             Request::DeleteTopics { names, reply } => {
                 let mut results = Vec::with_capacity(names.len());
@@ -381,7 +383,7 @@ impl ControlLoop {
                     let r = requests::mark_for_deletion(&s.client, &name).await;
                     results.push((name, r));
                 }
-                let _ = reply.send(results);
+                reply.send(results);
             }
             Request::AddPartitions {
                 topic,
@@ -392,7 +394,7 @@ impl ControlLoop {
                 // The watch brings the change back as a new view; no re-read here, so a burst
                 // of requests does not read the whole tree once each.
                 let r = requests::add_partitions(&s.client, &topic, existing, replicas).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::ElectLeaders {
                 partitions,
@@ -400,7 +402,7 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = requests::ask_elections(&s.client, partitions, unclean).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::AlterTopicConfig {
                 topic,
@@ -408,7 +410,7 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = requests::alter_topic_config(&s.client, &topic, configs).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::WriteAcls {
                 pattern,
@@ -416,7 +418,7 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = super::acls::write(&s.client, &pattern, &entries).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::AlterScramUser {
                 user,
@@ -424,7 +426,7 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = requests::alter_scram_user(&s.client, &user, credentials).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::AlterClientQuota {
                 entity,
@@ -432,7 +434,7 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = requests::alter_client_quota(&s.client, &entity, quotas).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::Reassign {
                 topic,
@@ -440,7 +442,7 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = requests::reassign(&s.client, &topic, &partitions).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::AlterBrokerConfig {
                 broker,
@@ -448,14 +450,13 @@ impl ControlLoop {
                 reply,
             } => {
                 let r = requests::alter_broker_config(&s.client, broker, configs).await;
-                let _ = reply.send(r);
+                reply.send(r);
             }
             Request::UpdateIsr(change) => {
                 serve_isr_change(&s.client, self.options.node_id, change).await
             }
             Request::ProducerIds { reply } => {
-                let _ =
-                    reply.send(requests::take_producer_ids(&s.client, self.options.node_id).await);
+                reply.send(requests::take_producer_ids(&s.client, self.options.node_id).await);
             }
         }
     }
@@ -471,7 +472,7 @@ async fn serve_isr_change(client: &Client, node: i32, change: IsrChange) {
         reply,
     } = change;
     let r = requests::update_isr(client, node, &topic, partition, leader_epoch, isr).await;
-    let _ = reply.send(r);
+    reply.send(r);
 }
 
 struct Session {

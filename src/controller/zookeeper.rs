@@ -10,7 +10,7 @@ use crate::metadata::client_quotas::QuotaEntity;
 use crate::metadata::{cluster_id_string, random_id, ClusterMetadata, PartitionInfo, TopicInfo};
 use crate::security::acl::{AccessEntry, ResourcePattern};
 use crate::shard::Shard;
-use futures::channel::oneshot;
+use ferrite_shards::foreign::Reply;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -219,10 +219,10 @@ pub(super) async fn allocate_producer_id(
 /// Sends a write to the control thread, then waits until this broker's view shows it
 /// (`seen`); every other broker's watch brings it too. `what` names it in the error when the
 /// view does not catch up within `VIEW_TIMEOUT`.
-async fn write_then_see<T>(
+async fn write_then_see<T: Send + 'static>(
     shard: &Shard,
     zk: &ZkHandle,
-    write: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Request,
+    write: impl FnOnce(Reply<Result<T, String>>) -> Request,
     seen: impl Fn(&ClusterMetadata) -> bool,
     what: &str,
 ) -> Result<T, TopicError> {

@@ -24,6 +24,7 @@ use crate::security::listener::ListenerSecurity;
 use crate::shard::capacity::{self, Capacity, ConnectionSlot};
 use crate::shard::client_quotas::ClientQuotaSensors;
 use crate::shard::Shard;
+use ferrite_shards::foreign;
 use ferrite_shards::placement::ShardId;
 use ferrite_shards::router::{self, Endpoints};
 use glommio::net::TcpListener;
@@ -128,7 +129,9 @@ pub fn serve(
     let mut stops = Vec::with_capacity(shard_count);
     let mut threads = Vec::with_capacity(shard_count);
     for (i, ep) in endpoints.into_iter().enumerate() {
-        let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
+        // A foreign channel, not a oneshot: this thread must not wake a shard's task itself
+        // (see `ferrite_shards::foreign`).
+        let (stop_tx, stop_rx) = foreign::channel::<()>()?;
         stops.push(stop_tx);
         let cpu = config.cores[i];
         let config = config.clone();
@@ -239,13 +242,13 @@ struct ShardStart {
 /// A shard's part in ZooKeeper mode.
 struct ShardCluster {
     zk: Option<cluster::ZkHandle>,
-    views: Option<futures::channel::mpsc::UnboundedReceiver<Arc<ClusterMetadata>>>,
+    views: Option<foreign::Receiver<Arc<ClusterMetadata>>>,
 }
 
 async fn run_shard(
     start: ShardStart,
     ready: mpsc::Sender<Result<(), String>>,
-    stop: futures::channel::oneshot::Receiver<()>,
+    stop: foreign::Receiver<()>,
     stopping: Arc<StopBarrier>,
 ) {
     let ShardStart {
@@ -260,6 +263,13 @@ async fn run_shard(
         listeners,
     } = start;
     let id = endpoints.shard();
+    let (stop, views) = match listen_to_main_and_control_threads(stop, cluster.views) {
+        Ok(listeners) => listeners,
+        Err(e) => {
+            let _ = ready.send(Err(format!("shard {id}: {e}")));
+            return;
+        }
+    };
     ferrite_shards::uring::set_ring_entries(config.shard(id.0).uring_entries);
     ferrite_shards::uring::set_inline_write_max(config.shard(id.0).inline_write_bytes_max);
     ferrite_shards::log::set_open_segment_files_max(capacity.segment_files_per_shard as usize);
@@ -319,14 +329,14 @@ async fn run_shard(
     }
     crate::shard::maintenance::start(&shard);
     crate::replication::start(&shard);
-    if let Some(views) = cluster.views {
+    if let Some(views) = views {
         glommio::spawn_local(install_views(shard.clone(), views)).detach();
     }
     shard.service::<Coordinator>().start();
     let _ = ready.send(Ok(()));
     #[cfg(debug_assertions)]
     panic_when_asked(id);
-    let _ = stop.await;
+    let _ = stop.recv().await;
     shard.begin_shutdown();
     let deadline = Instant::now() + DRAIN_TIMEOUT;
     while shard.stats.connections_open.get() > 0 && Instant::now() < deadline {
@@ -553,13 +563,30 @@ pub(crate) fn connection_span(peer: Option<std::net::SocketAddr>) -> tracing::Sp
     }
 }
 
+/// The shard's ends of the main thread's stop signal and (shard 0 in ZooKeeper mode) the
+/// control thread's views.
+type ForeignListeners = (
+    foreign::Listener<()>,
+    Option<foreign::Listener<Arc<ClusterMetadata>>>,
+);
+
+fn listen_to_main_and_control_threads(
+    stop: foreign::Receiver<()>,
+    views: Option<foreign::Receiver<Arc<ClusterMetadata>>>,
+) -> Result<ForeignListeners, String> {
+    let stop = stop
+        .listen()
+        .map_err(|e| format!("listening for the stop signal: {e}"))?;
+    let views = views
+        .map(foreign::Receiver::listen)
+        .transpose()
+        .map_err(|e| format!("listening for cluster views: {e}"))?;
+    Ok((stop, views))
+}
+
 /// Shard 0 in ZooKeeper mode: every view the control thread reads goes to every shard.
-async fn install_views(
-    shard: Rc<Shard>,
-    mut views: futures::channel::mpsc::UnboundedReceiver<Arc<ClusterMetadata>>,
-) {
-    use futures::StreamExt;
-    while let Some(view) = views.next().await {
+async fn install_views(shard: Rc<Shard>, views: foreign::Listener<Arc<ClusterMetadata>>) {
+    while let Some(view) = views.recv().await {
         if shard.is_shutting_down() {
             return;
         }
