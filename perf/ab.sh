@@ -26,6 +26,7 @@ shift 2
 port=19398
 dir=target/perf-ab
 cargo build -q --release -p ferrite -p ferrite-bench
+perf/prepare-vm.sh
 mkdir -p "$dir"
 broker=""
 trap '[ -n "$broker" ] && kill $broker 2>/dev/null; wait 2>/dev/null' EXIT

@@ -15,6 +15,7 @@ messages=${1:-300000}
 command -v java >/dev/null || { echo "java is missing (apt-get install zookeeper)" >&2; exit 1; }
 [ -f /usr/share/java/zookeeper.jar ] || { echo "apt-get install zookeeper" >&2; exit 1; }
 cargo build -q --release -p ferrite -p ferrite-bench
+perf/prepare-vm.sh
 bin=$PWD/target/release/ferrite
 bench=$PWD/target/release/ferrite-bench
 work=$PWD/target/perf-cluster

@@ -13,6 +13,7 @@
 #   perf/connections.sh [CONNECTIONS] [ACTIVE_SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+perf/prepare-vm.sh
 bin=target/release/ferrite
 [ -x "$bin" ] || { echo "build it first: cargo build --release -p ferrite" >&2; exit 1; }
 [ -x .venv/bin/python ] || { echo "run scripts/test once first: it makes .venv with kafka-python" >&2; exit 1; }

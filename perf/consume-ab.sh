@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 rounds=$1
 shift
 cargo build -q --release -p ferrite-bench
+perf/prepare-vm.sh
 bench=target/release/ferrite-bench
 port=19496
 cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }

@@ -18,6 +18,7 @@ port=19296
 metrics_port=19297
 dir=target/perf-e2e-placement
 cargo build -q --release -p ferrite -p ferrite-bench
+perf/prepare-vm.sh
 [ "$(nproc)" -ge 2 ] || { echo "needs two CPUs" >&2; exit 1; }
 broker=""
 trap '[ -n "$broker" ] && kill $broker 2>/dev/null; wait 2>/dev/null' EXIT

@@ -13,6 +13,7 @@ port=19292
 metrics_port=19293
 dir=target/perf-fetch-sessions
 cargo build -q --release -p ferrite -p ferrite-bench
+perf/prepare-vm.sh
 if ! .venv/bin/python -c 'import kafka' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check kafka-python==3.0.12

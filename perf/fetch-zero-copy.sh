@@ -22,6 +22,7 @@ port=19192
 dir=target/perf-zero-copy
 bin=target/release/ferrite
 cargo build -q --release --bin ferrite
+perf/prepare-vm.sh
 rm -rf "$dir" && mkdir -p "$dir"
 
 tls_port=$((port + 1))

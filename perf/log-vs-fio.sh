@@ -19,6 +19,7 @@
 # Goal (issue 2): the log reaches at least 80% of fio's bandwidth in each mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+perf/prepare-vm.sh
 dir=${1:-target/bench-data}
 rounds=${2:-3}
 inflight=16

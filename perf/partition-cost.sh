@@ -7,6 +7,7 @@
 #   perf/partition-cost.sh [buffered|direct] [COUNTS...]     (default buffered 0 2000 4000 8000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+perf/prepare-vm.sh
 mode=${1:-buffered}
 shift || true
 counts=${*:-0 2000 4000 8000}

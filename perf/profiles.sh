@@ -14,6 +14,7 @@ shift || true
 profiles=("$@")
 [ ${#profiles[@]} -gt 0 ] || profiles=(default throughput latency)
 cargo build -q --release -p ferrite -p ferrite-bench
+perf/prepare-vm.sh
 bin=target/release/ferrite
 bench=target/release/ferrite-bench
 work=target/perf-profiles

@@ -12,6 +12,7 @@
 #   perf/scale.sh [TOPICS] [PARTITIONS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+perf/prepare-vm.sh
 topics=${1:-200}
 per_topic=${2:-100}
 total=$((topics * per_topic))

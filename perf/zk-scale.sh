@@ -19,6 +19,7 @@
 #   perf/zk-scale.sh [TOPICS] [PARTITIONS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+perf/prepare-vm.sh
 topics=${1:-100}
 per_topic=${2:-100}
 total=$((topics * per_topic))
