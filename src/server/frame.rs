@@ -36,6 +36,12 @@ pub struct FrameReader {
     max_frame_bytes: usize,
     /// The last read filled what it asked for.
     streaming: bool,
+    /// `buf`'s memory up to this length (from its start) has been initialized, by a zeroing
+    /// or a read, since its allocation last changed. A large frame comes in over several
+    /// reads, each asking for the rest of the frame; without this every read zeroed the whole
+    /// rest again (4.5% of the broker's CPU producing 1 KiB records to one partition, 1 MiB
+    /// requests arriving in reads of about 128 KiB). Now each byte is zeroed once.
+    initialized: usize,
 }
 
 impl FrameReader {
@@ -44,6 +50,7 @@ impl FrameReader {
             buf: BytesMut::with_capacity(IDLE_READ_CHUNK_BYTES),
             max_frame_bytes,
             streaming: false,
+            initialized: 0,
         }
     }
 
@@ -51,6 +58,7 @@ impl FrameReader {
     /// moved from another shard with part of its next request read).
     pub fn with_buffered(max_frame_bytes: usize, buffered: BytesMut) -> FrameReader {
         FrameReader {
+            initialized: buffered.len(),
             buf: buffered,
             max_frame_bytes,
             streaming: false,
@@ -81,7 +89,7 @@ impl FrameReader {
                 IDLE_READ_CHUNK_BYTES
             };
             let ask = (want - have).max(chunk.min(self.max_frame_bytes));
-            self.buf.resize(have + ask, 0);
+            self.grow_initialized(have + ask);
             let n = match stream.read(&mut self.buf[have..]).await {
                 Ok(n) => n,
                 Err(e) => {
@@ -96,6 +104,28 @@ impl FrameReader {
             }
         }
         Ok(())
+    }
+
+    /// Makes `buf` `len` long, zeroing only memory not initialized yet; returns how many
+    /// bytes it zeroed.
+    fn grow_initialized(&mut self, len: usize) -> usize {
+        let reusable = self.initialized.min(len).min(self.buf.capacity());
+        if reusable > self.buf.len() {
+            // SAFETY: within capacity, and the memory up to `initialized` of this allocation
+            // was initialized (zeroed or read into) and only truncated away since; nothing
+            // has reallocated it (every path that may reallocate resets `initialized`).
+            unsafe { self.buf.set_len(reusable) };
+        }
+        let before = (self.buf.as_ptr(), self.buf.capacity());
+        let zeroed = len.saturating_sub(self.buf.len());
+        self.buf.resize(len, 0);
+        if (self.buf.as_ptr(), self.buf.capacity()) != before {
+            // Reallocated: only what was copied and what resize zeroed is initialized.
+            self.initialized = len;
+        } else {
+            self.initialized = self.initialized.max(len);
+        }
+        zeroed
     }
 
     /// The size of the next frame, validated; the body is not read yet.
@@ -127,10 +157,13 @@ impl FrameReader {
         self.fill(stream, 4 + size).await?;
         let mut frame = self.buf.split_to(4 + size);
         let _ = frame.split_to(4);
+        self.initialized = self.initialized.saturating_sub(4 + size);
         // Room for the next read, taken now only while requests stream in; otherwise the next
         // read's ask reserves it.
         if self.streaming && self.buf.capacity() < READ_CHUNK_BYTES {
             self.buf.reserve(READ_CHUNK_BYTES);
+            // reserve may move the bytes or allocate anew: only what it copied is known.
+            self.initialized = self.buf.len();
         }
         Ok(frame.freeze())
     }
@@ -215,5 +248,54 @@ mod tests {
             assert!(socket.asks.contains(&READ_CHUNK_BYTES), "{:?}", socket.asks);
             assert!(socket.asks.len() <= 3, "{:?}", socket.asks);
         });
+    }
+
+    #[test]
+    fn a_large_frame_read_in_pieces_comes_out_whole() {
+        futures::executor::block_on(async {
+            let big: Vec<u8> = (0..(1usize << 20)).map(|i| (i % 251) as u8).collect();
+            let small = b"next".to_vec();
+            let stream: Vec<u8> = [frame(&big), frame(&small), frame(&big)].concat();
+            // 128 KiB a read, as loopback tends to deliver a 1 MiB request.
+            let pieces = stream.chunks(128 << 10).map(<[u8]>::to_vec).collect();
+            let mut socket = Pieces {
+                pieces,
+                asks: Vec::new(),
+            };
+            let mut reader = FrameReader::new(100 << 20);
+            assert_eq!(&next(&mut reader, &mut socket).await[..], &big[..]);
+            assert_eq!(&next(&mut reader, &mut socket).await[..], &small[..]);
+            assert_eq!(&next(&mut reader, &mut socket).await[..], &big[..]);
+            // Each read still asks for the rest of its frame (one read per piece)...
+            assert!(socket.asks.len() <= 20, "{:?}", socket.asks);
+            // ...which adds up to several times the data.
+            let asked: usize = socket.asks.iter().sum();
+            assert!(
+                asked > 4 * stream.len(),
+                "asks {asked} for {} bytes",
+                stream.len()
+            );
+        });
+    }
+
+    #[test]
+    fn memory_a_read_left_unfilled_is_not_zeroed_again() {
+        let mut reader = FrameReader::new(100 << 20);
+        assert_eq!(reader.grow_initialized(1 << 20), 1 << 20);
+        // A read filled 128 KiB of the ask; the next read asks for the rest again.
+        reader.buf.truncate(128 << 10);
+        assert_eq!(reader.grow_initialized(1 << 20), 0);
+        reader.buf.truncate(256 << 10);
+        assert_eq!(reader.grow_initialized((1 << 20) + 10), 10);
+        // A frame handed out: what follows it in the same memory stays initialized.
+        let _frame = reader.buf.split_to(512 << 10);
+        reader.initialized -= 512 << 10;
+        reader.buf.truncate(0);
+        assert_eq!(reader.grow_initialized(64 << 10), 0);
+        // Growing past the allocation zeroes only beyond what this one had initialized.
+        reader.buf.truncate(0);
+        let left = (1 << 20) + 10 - (512 << 10);
+        assert_eq!(reader.grow_initialized(4 << 20), (4 << 20) - left);
+        assert_eq!(reader.initialized, 4 << 20);
     }
 }
