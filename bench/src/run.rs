@@ -11,7 +11,7 @@ use ferrite_bench::stats::{Stats, Tick};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,20 +30,27 @@ fn bootstrap(brokers: &str) -> Result<String> {
 }
 
 /// Starts `f` on a thread pinned to a core, spreading threads over the cores in turn.
+/// Counts it in `running` while it runs, and records when it ended in `last_ended`.
 fn pinned<T: Send + 'static>(
     i: usize,
     running: &Arc<AtomicUsize>,
+    last_ended: &Arc<Mutex<Option<Instant>>>,
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> JoinHandle<Result<T>> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
     running.fetch_add(1, Ordering::SeqCst);
     let running = running.clone();
+    let last_ended = last_ended.clone();
     std::thread::spawn(move || {
         if let Some(c) = core {
             core_affinity::set_for_current(c);
         }
         let r = f();
+        let now = Instant::now();
+        let mut last = last_ended.lock().expect("last_ended lock");
+        *last = Some(last.map_or(now, |l| l.max(now)));
+        drop(last);
         running.fetch_sub(1, Ordering::SeqCst);
         r
     })
@@ -54,6 +61,9 @@ struct Tasks {
     consumers: Vec<JoinHandle<Result<()>>>,
     producers_running: Arc<AtomicUsize>,
     consumers_running: Arc<AtomicUsize>,
+    /// When the last task to end ended: the run's measured time stops there, not when the
+    /// once-a-second report (which looks every 100 ms) noticed.
+    last_ended: Arc<Mutex<Option<Instant>>>,
 }
 
 pub fn run(mode: &str, o: &Options) -> Result<bool> {
@@ -70,6 +80,7 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
         consumers: Vec::new(),
         producers_running: Arc::default(),
         consumers_running: Arc::default(),
+        last_ended: Arc::default(),
     };
     let produce_stats = if mode == "e2e" {
         produced.clone()
@@ -104,9 +115,12 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
                 main.clone(),
                 stop.clone(),
             );
-            tasks
-                .consumers
-                .push(pinned(i + 1, &tasks.consumers_running, move || c.run()));
+            tasks.consumers.push(pinned(
+                i + 1,
+                &tasks.consumers_running,
+                &tasks.last_ended,
+                move || c.run(),
+            ));
         }
     }
     if mode == "produce" || mode == "e2e" {
@@ -119,9 +133,12 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
                 produce_stats.clone(),
                 stop.clone(),
             );
-            tasks
-                .producers
-                .push(pinned(i, &tasks.producers_running, move || p.run()));
+            tasks.producers.push(pinned(
+                i,
+                &tasks.producers_running,
+                &tasks.last_ended,
+                move || p.run(),
+            ));
         }
     }
     let reported = report(mode, o, &main, &produced, &tasks, &stop);
@@ -135,7 +152,15 @@ pub fn run(mode: &str, o: &Options) -> Result<bool> {
         c.join()
             .map_err(|_| anyhow!("a consumer thread panicked"))??;
     }
-    let seconds = reported.measured_from.elapsed().as_secs_f64().max(1e-9);
+    let ended = tasks
+        .last_ended
+        .lock()
+        .expect("last_ended lock")
+        .unwrap_or_else(Instant::now);
+    let seconds = ended
+        .saturating_duration_since(reported.measured_from)
+        .as_secs_f64()
+        .max(1e-9);
     summarize(
         mode, o, &main, &produced, &layout, seconds, sent_total, reported,
     )
@@ -406,4 +431,28 @@ fn summarize(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(error_total == 0 && verify_failures == 0 && duplicates == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_ends_when_its_last_task_ends() {
+        let running = Arc::new(AtomicUsize::new(0));
+        let last_ended: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let quick = pinned(0, &running, &last_ended, || Ok(Instant::now()));
+        let slow = pinned(1, &running, &last_ended, move || {
+            // Ends only after the quick one has.
+            rx.recv().expect("the quick task's end");
+            Ok(Instant::now())
+        });
+        let quick_returned = quick.join().unwrap().unwrap();
+        tx.send(()).unwrap();
+        let slow_returned = slow.join().unwrap().unwrap();
+        let ended = last_ended.lock().unwrap().expect("recorded");
+        assert!(ended >= slow_returned && slow_returned >= quick_returned);
+        assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
 }
