@@ -6,12 +6,19 @@ use crate::transactions::records::{encode_key, TxnValue};
 use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
 use ferrite_shards::types::now_ms;
 
-/// How long a state write waits for the ISR.
-const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a tombstone (an expired transactional id) waits for the ISR: Kafka's
+/// `removeExpiredTransactionalIds` appends with `request.timeout.ms`, 30 s by default.
+const TOMBSTONE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl TxnCoordinator {
-    /// Appends the id's record (`None`: a tombstone) as one batch, as Kafka writes them.
+    /// Appends the id's record (`None`: a tombstone) as one batch, as Kafka writes them, and
+    /// waits for the ISR as long as Kafka's `appendTransactionToLog` does: the transaction's
+    /// own timeout (`transaction.timeout.ms`); past it, COORDINATOR_NOT_AVAILABLE, which Kafka
+    /// answers for REQUEST_TIMED_OUT, so the client retries.
     pub(super) async fn store(&self, id: &str, value: Option<TxnValue>) -> Result<(), ErrorCode> {
+        let wait = value.as_ref().map_or(TOMBSTONE_TIMEOUT, |v| {
+            Duration::from_millis(u64::try_from(v.timeout_ms).unwrap_or(0))
+        });
         let partition = self.partition_of(id);
         let Some(p) = self.host().and_then(|h| h.state_partition(partition)) else {
             return Err(ErrorCode::NOT_COORDINATOR);
@@ -32,10 +39,7 @@ impl TxnCoordinator {
             );
             store_code(crate::protocol::errors::code_for(&e))
         })?;
-        match p
-            .wait_committed(info.last_offset, epoch, STORE_TIMEOUT)
-            .await
-        {
+        match p.wait_committed(info.last_offset, epoch, wait).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
             Err(_) => Err(ErrorCode::NOT_COORDINATOR),
