@@ -8,7 +8,9 @@
 //! that points at freed memory (`router.rs` tells of the crash this caused between shards).
 //! So nothing crosses threads here but the values and an eventfd: the sender queues under a
 //! lock and writes the eventfd, and the receiving shard reads the eventfd through its own
-//! reactor and takes what is queued. Every waker stays on its shard.
+//! reactor and takes what is queued. Every waker stays on its shard. That read relies on the
+//! reactor waking for it; where glommio's reactor was seen to sleep through a wakeup, the
+//! shard's ring sweeper (`uring/mod.rs`) wakes it at least every 100 ms.
 //!
 //! [`channel`]: a stream of values for one receiving task ([`Receiver::listen`] on its shard).
 //! [`reply`]: the answer to one request, made on the asking shard; the answers of all requests
