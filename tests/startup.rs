@@ -6,7 +6,6 @@ mod common;
 
 use common::{wire, Broker};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -52,27 +51,7 @@ fn hammer(
 }
 
 fn latest_offsets(s: &mut TcpStream) -> Vec<(i32, i16, i64)> {
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(name(TOPIC))
-            .with_partitions(
-                (0..PARTITIONS)
-                    .map(|p| {
-                        ListOffsetsPartition::default()
-                            .with_partition_index(p)
-                            .with_timestamp(-1)
-                    })
-                    .collect(),
-            )]);
-    let resp: ListOffsetsResponse = wire::call(s, ApiKey::ListOffsets, 5, &req);
-    let mut out: Vec<_> = resp.topics[0]
-        .partitions
-        .iter()
-        .map(|p| (p.partition_index, p.error_code, p.offset))
-        .collect();
-    out.sort();
-    out
+    wire::latest_offsets(s, TOPIC, PARTITIONS, 0)
 }
 
 #[test]

@@ -238,3 +238,100 @@ fn a_transactional_id_whose_epochs_run_out_gets_a_new_producer_id() {
     let stale = init(&mut conn, (pid, 5));
     assert_eq!(stale.error_code, 90, "PRODUCER_FENCED");
 }
+
+/// KIP-664's way out of a hanging transaction: an operator's WriteTxnMarkers naming every
+/// partition of it (spread over both shards) in one request, beside a partition that does not
+/// exist. Each partition is answered in place (NONE, and UNKNOWN_TOPIC_OR_PARTITION for the
+/// missing one), and the abort markers release READ_COMMITTED readers: the last stable offset
+/// moves from the open transaction's first record to the end of the log.
+#[test]
+fn one_write_txn_markers_ends_a_hanging_transaction_on_every_partition() {
+    use common::wire::{call, connect, create_topic, latest_offsets};
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, TopicName,
+        TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    const PARTITIONS: i32 = 4;
+    const READ_UNCOMMITTED: i8 = 0;
+    const READ_COMMITTED: i8 = 1;
+    let broker = Broker::start(&["--cores", "2"]);
+    assert_eq!(create_topic(&broker, "hanging", PARTITIONS).0, 0);
+    let out = python(
+        "confluent_open_transaction.py",
+        &[&broker.addr, "hanging", &PARTITIONS.to_string(), "hangs"],
+    );
+    assert!(out.contains("open"), "{out}");
+    let mut conn = connect(&broker);
+    let offsets = |conn: &mut _, isolation: i8| -> Vec<i64> {
+        latest_offsets(conn, "hanging", PARTITIONS, isolation)
+            .into_iter()
+            .map(|(_, code, offset)| {
+                assert_eq!(code, 0);
+                offset
+            })
+            .collect()
+    };
+    assert_eq!(offsets(&mut conn, READ_UNCOMMITTED), vec![1; 4]);
+    assert_eq!(
+        offsets(&mut conn, READ_COMMITTED),
+        vec![0; 4],
+        "the open transaction holds the last stable offset at its first record"
+    );
+    let described: DescribeTransactionsResponse = call(
+        &mut conn,
+        ApiKey::DescribeTransactions,
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(StrBytes::from_static_str("hangs"))]),
+    );
+    let txn = &described.transaction_states[0];
+    assert_eq!(txn.transaction_state.as_str(), "Ongoing");
+    let name = |topic: &'static str| TopicName(StrBytes::from_static_str(topic));
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(txn.producer_id)
+            .with_producer_epoch(txn.producer_epoch)
+            .with_transaction_result(false)
+            .with_coordinator_epoch(0)
+            .with_topics(vec![
+                WritableTxnMarkerTopic::default()
+                    .with_name(name("hanging"))
+                    .with_partition_indexes(vec![3, 0, 2]),
+                WritableTxnMarkerTopic::default()
+                    .with_name(name("absent"))
+                    .with_partition_indexes(vec![0]),
+                WritableTxnMarkerTopic::default()
+                    .with_name(name("hanging"))
+                    .with_partition_indexes(vec![1]),
+            ])]);
+    let answer: WriteTxnMarkersResponse = call(&mut conn, ApiKey::WriteTxnMarkers, 1, &request);
+    let codes: Vec<(String, i32, i16)> = answer.markers[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.to_string(), p.partition_index, p.error_code))
+        })
+        .collect();
+    let expected: Vec<(String, i32, i16)> = [
+        ("hanging", 3, 0),
+        ("hanging", 0, 0),
+        ("hanging", 2, 0),
+        ("absent", 0, 3),
+        ("hanging", 1, 0),
+    ]
+    .into_iter()
+    .map(|(t, p, c)| (t.to_string(), p, c))
+    .collect();
+    assert_eq!(codes, expected, "each partition answered in its place");
+    assert_eq!(
+        offsets(&mut conn, READ_COMMITTED),
+        vec![2; 4],
+        "the abort markers end the transaction on every partition"
+    );
+}

@@ -7,8 +7,8 @@ use super::{authorize, errors, Request, Response};
 use crate::protocol::errors::ErrorCode;
 use crate::security::acl::Operation;
 use crate::shard::Shard;
-use crate::transactions::host::MarkerWrite;
-use crate::transactions::write_marker_here;
+use crate::transactions::host::TxnMarker;
+use crate::transactions::write_markers_here;
 use ferrite_shards::batch::control::{Marker, MarkerRecord};
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -28,38 +28,37 @@ pub async fn handle(shard: &Shard, req: &Request, body: WriteTxnMarkersRequest) 
             },
             coordinator_epoch: m.coordinator_epoch,
         };
-        let writes = m.topics.iter().flat_map(|t| {
-            t.partition_indexes
-                .iter()
-                .map(move |&p| (t.name.to_string(), p))
-        });
-        let codes = futures::future::join_all(writes.map(|(topic, partition)| async move {
-            let code = if !allowed {
-                ErrorCode::CLUSTER_AUTHORIZATION_FAILED
-            } else if shard.metadata().partition(&topic, partition).is_none() {
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-            } else {
-                let write = MarkerWrite {
-                    topic: topic.clone(),
-                    partition,
-                    producer_id: m.producer_id.0,
-                    producer_epoch: m.producer_epoch,
-                    marker,
-                };
-                write_marker_here(shard, write)
-                    .await
-                    .err()
-                    .unwrap_or(ErrorCode::NONE)
+        let partitions: Vec<(String, i32)> = m
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(move |&p| (t.name.to_string(), p))
+            })
+            .collect();
+        let codes: Vec<ErrorCode> = if allowed {
+            let txn = TxnMarker {
+                producer_id: m.producer_id.0,
+                producer_epoch: m.producer_epoch,
+                marker,
             };
+            write_markers_here(shard, txn, partitions.clone())
+                .await
+                .into_iter()
+                .map(|r| r.err().unwrap_or(ErrorCode::NONE))
+                .collect()
+        } else {
+            vec![ErrorCode::CLUSTER_AUTHORIZATION_FAILED; partitions.len()]
+        };
+        for ((topic, partition), code) in partitions.iter().zip(&codes) {
             errors::refused(
                 shard,
                 ApiKey::WriteTxnMarkers,
-                code,
+                *code,
                 &format_args!("{topic}-{partition}"),
             );
-            code
-        }))
-        .await;
+        }
         let mut codes = codes.into_iter();
         let topics = m
             .topics

@@ -7,15 +7,17 @@ use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
 use std::rc::Rc;
 
-/// One marker to write: the transaction's producer, epoch, outcome, and the coordinator's epoch.
-#[derive(Clone, Debug)]
-pub struct MarkerWrite {
-    pub topic: String,
-    pub partition: i32,
+/// The marker that ends one producer's transaction: its producer, epoch, outcome, and the
+/// coordinator's epoch. The same marker goes to every partition of the transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct TxnMarker {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub marker: MarkerRecord,
 }
+
+/// A topic's partition, as markers address them.
+pub type TopicPartition = (String, i32);
 
 pub trait TxnHost {
     /// This shard's `__transaction_state` partition `index`, if it is open here.
@@ -26,10 +28,15 @@ pub trait TxnHost {
     fn allocate_producer_id(&self) -> LocalBoxFuture<'_, Result<i64, ErrorCode>>;
     /// Whether `topic`-`partition` exists: a marker for a deleted partition is dropped.
     fn has_partition(&self, topic: &str, partition: i32) -> bool;
-    /// Writes a marker on the partition's leader and waits until it is committed; for a
+    /// Writes `marker` on each partition's leader and waits until it is committed; for a
     /// `__consumer_offsets` partition the group coordinator then applies (or drops) the
-    /// transaction's offsets.
-    fn write_marker(&self, write: MarkerWrite) -> LocalBoxFuture<'_, Result<(), ErrorCode>>;
+    /// transaction's offsets. One answer per partition, in order. The partitions sharing a
+    /// leader (a shard here, a broker elsewhere) go to it in one call.
+    fn write_markers(
+        &self,
+        marker: TxnMarker,
+        partitions: Vec<TopicPartition>,
+    ) -> LocalBoxFuture<'_, Vec<Result<(), ErrorCode>>>;
     /// The shard is stopping: timers and retries end.
     fn is_shutting_down(&self) -> bool;
 }

@@ -1,10 +1,10 @@
 //! Transactions across brokers: markers for partitions another broker leads (WriteTxnMarkers
-//! v1 to that leader, as `TransactionMarkerChannelManager` sends them, one marker per request;
-//! the coordinator's completion retries what fails), and KIP-890's verification at a
+//! v1 to that leader, every partition it leads in one request; the coordinator's completion
+//! retries the partitions that fail), and KIP-890's verification at a
 //! coordinator on another broker (AddPartitionsToTxn v4, `verify_only`, as
 //! `AddPartitionsToTxnManager` asks).
 
-use super::host::MarkerWrite;
+use super::host::{TopicPartition, TxnMarker};
 use crate::protocol::errors::ErrorCode;
 use crate::replication::calls::call_broker;
 use crate::shard::Shard;
@@ -27,18 +27,34 @@ const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 /// Longest wait for the leader's answer: it waits for its ISR first.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Writes `write` on broker `leader`; its answer for the partition.
-pub async fn send(shard: &Shard, leader: i32, write: MarkerWrite) -> Result<(), ErrorCode> {
+/// Writes `marker` on `partitions`, all led by broker `leader`, in one request (as
+/// `TransactionMarkerChannelManager` drains its queue per broker); its answer per partition,
+/// in order. A failed call answers NOT_LEADER_OR_FOLLOWER for all of them (retried).
+pub async fn send(
+    shard: &Shard,
+    leader: i32,
+    marker: TxnMarker,
+    partitions: &[TopicPartition],
+) -> Vec<Result<(), ErrorCode>> {
+    let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
+    for (topic, partition) in partitions {
+        match topics.iter_mut().find(|t| t.name.as_str() == topic) {
+            Some(t) => t.partition_indexes.push(*partition),
+            None => topics.push(
+                WritableTxnMarkerTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partition_indexes(vec![*partition]),
+            ),
+        }
+    }
     let request =
         WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-            .with_producer_id(ProducerId(write.producer_id))
-            .with_producer_epoch(write.producer_epoch)
-            .with_transaction_result(write.marker.marker == Marker::Commit)
-            .with_coordinator_epoch(write.marker.coordinator_epoch)
-            .with_topics(vec![WritableTxnMarkerTopic::default()
-                .with_name(TopicName(StrBytes::from_string(write.topic.clone())))
-                .with_partition_indexes(vec![write.partition])])]);
-    let answer: WriteTxnMarkersResponse = call_broker(
+            .with_producer_id(ProducerId(marker.producer_id))
+            .with_producer_epoch(marker.producer_epoch)
+            .with_transaction_result(marker.marker.marker == Marker::Commit)
+            .with_coordinator_epoch(marker.marker.coordinator_epoch)
+            .with_topics(topics)]);
+    let answer: WriteTxnMarkersResponse = match call_broker(
         shard,
         leader,
         ApiKey::WriteTxnMarkers,
@@ -47,24 +63,33 @@ pub async fn send(shard: &Shard, leader: i32, write: MarkerWrite) -> Result<(), 
         CALL_TIMEOUT,
     )
     .await
-    .map_err(|e| {
-        tracing::debug!(leader, error = %e, "WriteTxnMarkers failed");
-        ErrorCode::NOT_LEADER_OR_FOLLOWER
-    })?;
-    let code = answer
-        .markers
+    {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::debug!(leader, error = %e, "WriteTxnMarkers failed");
+            return vec![Err(ErrorCode::NOT_LEADER_OR_FOLLOWER); partitions.len()];
+        }
+    };
+    partitions
         .iter()
-        .flat_map(|m| m.topics.iter())
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == write.partition)
-        .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |p| {
-            ErrorCode::from_code(p.error_code)
-        });
-    if code.is_error() {
-        Err(code)
-    } else {
-        Ok(())
-    }
+        .map(|(topic, partition)| {
+            let code = answer
+                .markers
+                .iter()
+                .flat_map(|m| m.topics.iter())
+                .filter(|t| t.name.as_str() == topic)
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.partition_index == *partition)
+                .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |p| {
+                    ErrorCode::from_code(p.error_code)
+                });
+            if code.is_error() {
+                Err(code)
+            } else {
+                Ok(())
+            }
+        })
+        .collect()
 }
 
 /// The batched, broker-only version of AddPartitionsToTxn.

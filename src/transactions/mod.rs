@@ -8,6 +8,7 @@
 
 pub mod coordinator;
 pub mod host;
+mod local_markers;
 mod markers;
 pub mod records;
 pub mod state;
@@ -18,21 +19,18 @@ pub use coordinator::{
 };
 
 use crate::controller::{self, NewTopic, TopicError};
-use crate::metadata::{CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
+use crate::metadata::TRANSACTION_STATE_TOPIC;
 use crate::protocol::errors::ErrorCode;
 use crate::shard::routing::on_shard;
 use crate::shard::services::PartitionObserver;
 use crate::shard::Shard;
-use ferrite_shards::batch::control::Marker;
 use ferrite_shards::partition::Partition;
 use futures::future::LocalBoxFuture;
-use host::{MarkerWrite, TxnHost};
+use host::{TopicPartition, TxnHost, TxnMarker};
+pub use local_markers::write_markers_here;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
-
-/// How long a marker waits for the ISR before it is retried.
-const MARKER_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The coordinator's settings from the broker config.
 pub fn config_of(config: &crate::config::BrokerConfig) -> TxnConfig {
@@ -222,54 +220,6 @@ pub async fn verify_for_produce(
     })
 }
 
-/// Writes a marker on a partition this broker leads and waits until it is committed; for a
-/// `__consumer_offsets` partition the group coordinator then applies or drops the
-/// transaction's offsets (KafkaApis.handleWriteTxnMarkersRequest). The coordinator's own path
-/// for its local partitions, and WriteTxnMarkers' for another coordinator's.
-pub async fn write_marker_here(shard: &Shard, write: MarkerWrite) -> Result<(), ErrorCode> {
-    let MarkerWrite {
-        topic,
-        partition,
-        producer_id,
-        producer_epoch,
-        marker,
-    } = write;
-    let (owner, partitions) = {
-        let metadata = shard.metadata();
-        let info = metadata
-            .partition(&topic, partition)
-            .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-        if !shard.leads(info) {
-            return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
-        }
-        let partitions = metadata.topic(&topic).map_or(0, |t| t.partitions.len());
-        (info.shard, partitions as i32)
-    };
-    on_shard(shard, owner, move |s| async move {
-        let p = s
-            .partition(&topic, partition)
-            .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-        let epoch = p.leader_epoch();
-        let offset = p
-            .append_marker(producer_id, producer_epoch, marker)
-            .await
-            .map_err(|e| crate::protocol::errors::code_for(&e))?;
-        match p.wait_committed(offset, epoch, MARKER_COMMIT_TIMEOUT).await {
-            Ok(true) => {}
-            Ok(false) => return Err(ErrorCode::NOT_ENOUGH_REPLICAS),
-            Err(_) => return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER),
-        }
-        if topic == CONSUMER_OFFSETS_TOPIC {
-            let commit = marker.marker == Marker::Commit;
-            s.service::<crate::groups::Coordinator>()
-                .complete_transaction(partition, partitions, producer_id, commit);
-        }
-        Ok(())
-    })
-    .await
-    .unwrap_or(Err(ErrorCode::NOT_LEADER_OR_FOLLOWER))
-}
-
 /// The coordinator keeps the ids of the `__transaction_state` partitions this broker leads,
 /// read when the partition opens or leadership arrives, forgotten when leadership leaves.
 impl PartitionObserver for TxnCoordinator {
@@ -354,20 +304,48 @@ impl TxnHost for Shard {
         self.metadata().partition(topic, partition).is_some()
     }
 
-    fn write_marker(&self, write: MarkerWrite) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+    fn write_markers(
+        &self,
+        marker: TxnMarker,
+        partitions: Vec<TopicPartition>,
+    ) -> LocalBoxFuture<'_, Vec<Result<(), ErrorCode>>> {
         Box::pin(async move {
-            let leader = self
-                .metadata()
-                .partition(&write.topic, write.partition)
-                .map(|info| info.leader)
-                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-            if leader == self.config.node_id {
-                write_marker_here(self, write).await
-            } else if leader < 0 {
-                Err(ErrorCode::NOT_LEADER_OR_FOLLOWER)
-            } else {
-                markers::send(self, leader, write).await
+            let mut answers = vec![Err(ErrorCode::NOT_LEADER_OR_FOLLOWER); partitions.len()];
+            // Per leading broker: the positions in `partitions` it leads.
+            let mut by_leader: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+            {
+                let metadata = self.metadata();
+                for (at, (topic, partition)) in partitions.iter().enumerate() {
+                    match metadata
+                        .partition(topic, *partition)
+                        .map(|info| info.leader)
+                    {
+                        None => answers[at] = Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                        Some(leader) if leader >= 0 => {
+                            by_leader.entry(leader).or_default().push(at)
+                        }
+                        Some(_) => {}
+                    }
+                }
             }
+            let calls = by_leader.into_iter().map(|(leader, positions)| {
+                let mine: Vec<TopicPartition> =
+                    positions.iter().map(|&at| partitions[at].clone()).collect();
+                async move {
+                    let outcomes = if leader == self.config.node_id {
+                        write_markers_here(self, marker, mine).await
+                    } else {
+                        markers::send(self, leader, marker, &mine).await
+                    };
+                    (positions, outcomes)
+                }
+            });
+            for (positions, outcomes) in futures::future::join_all(calls).await {
+                for (at, outcome) in positions.into_iter().zip(outcomes) {
+                    answers[at] = outcome;
+                }
+            }
+            answers
         })
     }
 

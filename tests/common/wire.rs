@@ -88,3 +88,38 @@ pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> (i16, Stri
     let t = &resp.topics[0];
     (t.error_code, message(&t.error_message))
 }
+
+/// ListOffsets v5 for the latest offset of partitions `0..partitions` of `topic`, read at
+/// `isolation_level` (0 READ_UNCOMMITTED: the high watermark; 1 READ_COMMITTED: the last
+/// stable offset): (partition, error code, offset), by partition.
+pub fn latest_offsets(
+    s: &mut TcpStream,
+    topic: &str,
+    partitions: i32,
+    isolation_level: i8,
+) -> Vec<(i32, i16, i64)> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName};
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation_level)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                (0..partitions)
+                    .map(|p| {
+                        ListOffsetsPartition::default()
+                            .with_partition_index(p)
+                            .with_timestamp(-1)
+                    })
+                    .collect(),
+            )]);
+    let answer: ListOffsetsResponse = call(s, ApiKey::ListOffsets, 5, &request);
+    let mut out: Vec<_> = answer.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code, p.offset))
+        .collect();
+    out.sort();
+    out
+}

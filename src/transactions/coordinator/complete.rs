@@ -7,7 +7,7 @@
 //! epoch or coordinator wrote there) ends the attempt: a newer coordinator owns the id.
 
 use super::*;
-use crate::transactions::host::MarkerWrite;
+use crate::transactions::host::{TopicPartition, TxnMarker};
 use crate::transactions::state::TxnState;
 use ferrite_shards::batch::control::{Marker, MarkerRecord};
 use ferrite_shards::types::now_ms;
@@ -43,26 +43,19 @@ impl TxnCoordinator {
                 t.partitions.clone(),
             )
         };
-        let marker = MarkerRecord {
-            marker: if commit {
-                Marker::Commit
-            } else {
-                Marker::Abort
+        let marker = TxnMarker {
+            producer_id,
+            producer_epoch,
+            marker: MarkerRecord {
+                marker: if commit {
+                    Marker::Commit
+                } else {
+                    Marker::Abort
+                },
+                coordinator_epoch: self.coordinator_epoch(id),
             },
-            coordinator_epoch: self.coordinator_epoch(id),
         };
-        let writes = partitions.into_iter().map(|(topic, partition)| {
-            let write = MarkerWrite {
-                topic,
-                partition,
-                producer_id,
-                producer_epoch,
-                marker,
-            };
-            self.write_until_done(id, &txn, write)
-        });
-        let outcomes = futures::future::join_all(writes).await;
-        if outcomes.iter().any(|done| !done) {
+        if !self.write_until_done(id, &txn, marker, partitions).await {
             return;
         }
         let mut backoff = RETRY_BACKOFF_MIN;
@@ -89,8 +82,16 @@ impl TxnCoordinator {
         }
     }
 
-    /// Writes one marker, retrying while that may succeed; false when the attempt must end.
-    async fn write_until_done(&self, id: &str, txn: &TxnRef, write: MarkerWrite) -> bool {
+    /// Writes the marker on every partition, retrying those that may still take it; false
+    /// when the attempt must end.
+    async fn write_until_done(
+        &self,
+        id: &str,
+        txn: &TxnRef,
+        marker: TxnMarker,
+        partitions: impl IntoIterator<Item = TopicPartition>,
+    ) -> bool {
+        let mut pending: Vec<TopicPartition> = partitions.into_iter().collect();
         let mut backoff = RETRY_BACKOFF_MIN;
         loop {
             let Some(host) = self.host() else {
@@ -99,28 +100,37 @@ impl TxnCoordinator {
             if host.is_shutting_down() || !self.still_holds(id, txn) {
                 return false;
             }
-            if !host.has_partition(&write.topic, write.partition) {
+            pending.retain(|(topic, partition)| host.has_partition(topic, *partition));
+            if pending.is_empty() {
                 return true;
             }
-            match host.write_marker(write.clone()).await {
-                Ok(()) => {
-                    txn.borrow_mut()
-                        .partitions
-                        .remove(&(write.topic.clone(), write.partition));
-                    return true;
+            let outcomes = host.write_markers(marker, pending.clone()).await;
+            let mut retry = Vec::new();
+            for (tp, outcome) in pending.into_iter().zip(outcomes) {
+                match outcome {
+                    Ok(()) => {
+                        txn.borrow_mut().partitions.remove(&tp);
+                    }
+                    Err(ErrorCode::INVALID_PRODUCER_EPOCH)
+                    | Err(ErrorCode::TRANSACTION_COORDINATOR_FENCED) => {
+                        tracing::warn!(transactional_id = id, topic = %tp.0, partition = tp.1,
+                            "a newer producer epoch or coordinator wrote there; leaving the transaction to it");
+                        return false;
+                    }
+                    Err(code) => {
+                        ferrite_shards::repeated::error(
+                            "writing a transaction marker failed; retrying",
+                            &format_args!("{}-{} ({id})", tp.0, tp.1),
+                            &code,
+                        );
+                        retry.push(tp);
+                    }
                 }
-                Err(ErrorCode::INVALID_PRODUCER_EPOCH)
-                | Err(ErrorCode::TRANSACTION_COORDINATOR_FENCED) => {
-                    tracing::warn!(transactional_id = id, topic = %write.topic, partition = write.partition,
-                        "a newer producer epoch or coordinator wrote there; leaving the transaction to it");
-                    return false;
-                }
-                Err(code) => ferrite_shards::repeated::error(
-                    "writing a transaction marker failed; retrying",
-                    &format_args!("{}-{} ({id})", write.topic, write.partition),
-                    &code,
-                ),
             }
+            if retry.is_empty() {
+                return true;
+            }
+            pending = retry;
             drop(host);
             glommio::timer::sleep(backoff).await;
             backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
