@@ -50,7 +50,12 @@ enum Codec {
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum PartitionerArg {
+    /// Keyless records one by one over the partitions.
     RoundRobin,
+    /// Keyless records fill one partition's batch, then the next partition's (Kafka's Java
+    /// client since 2.4, KIP-480 and KIP-794).
+    Sticky,
+    /// By the murmur2 hash of the key.
     Hash,
 }
 

@@ -42,6 +42,10 @@ pub fn partition_for_key(key: &[u8], partitions: usize) -> usize {
 pub enum Partitioner {
     /// Keyless records in turn over the partitions.
     RoundRobin,
+    /// Keyless records to one partition until its batch is full, then to the next in turn:
+    /// the batches a Kafka Java producer sends by default (KIP-480's sticky partitioner, and
+    /// KIP-794's uniform one, which switches after `batch.size` bytes to a partition).
+    Sticky,
     /// By the murmur2 hash of the key (`--keys` names how many distinct keys).
     Hash,
 }

@@ -149,8 +149,12 @@ impl Producer {
             let key = keys
                 .as_ref()
                 .map(|k| k[(seq % k.len() as u64) as usize].clone());
+            let keyless = key.is_none();
             let slot = match (&key, cfg.partitioner) {
-                (Some(k), Partitioner::Hash) => partition_for_key(k, partitions.len()),
+                (Some(k), Partitioner::Hash | Partitioner::Sticky) => {
+                    partition_for_key(k, partitions.len())
+                }
+                (None, Partitioner::Sticky) => next_partition,
                 _ => {
                     let p = next_partition;
                     next_partition = (next_partition + 1) % partitions.len();
@@ -180,6 +184,9 @@ impl Producer {
                 self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |i, _| {
                     i == slot
                 })?;
+                if cfg.partitioner == Partitioner::Sticky && keyless {
+                    next_partition = (next_partition + 1) % partitions.len();
+                }
             }
             if let Some(t) = txn.as_mut() {
                 in_txn += 1;

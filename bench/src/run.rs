@@ -185,6 +185,7 @@ fn produce_config(o: &Options) -> ProduceConfig {
         keys: o.keys,
         partitioner: match o.partitioner {
             PartitionerArg::RoundRobin => Partitioner::RoundRobin,
+            PartitionerArg::Sticky => Partitioner::Sticky,
             PartitionerArg::Hash => Partitioner::Hash,
         },
         producers: o.producers,

@@ -21,6 +21,27 @@ fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("the JSON file")).expect("valid JSON")
 }
 
+/// Every record of `topic` from the beginning, each as kcat's `format` prints it.
+fn kcat_read_all(broker: &Broker, topic: &str, format: &str) -> String {
+    let listing = Command::new("kcat")
+        .args([
+            "-b",
+            &broker.addr,
+            "-C",
+            "-t",
+            topic,
+            "-e",
+            "-q",
+            "-f",
+            format,
+            "-o",
+            "beginning",
+        ])
+        .output()
+        .expect("kcat");
+    String::from_utf8(listing.stdout).unwrap()
+}
+
 fn assert_latencies(v: &serde_json::Value) {
     for k in ["p50", "p90", "p99", "p999", "p9999", "max"] {
         assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {v}");
@@ -98,23 +119,7 @@ fn produce_then_consume_a_known_set() {
     assert_eq!(c["duplicates"], 0, "no record twice");
     assert_eq!(c["errors"], 0);
     // Keyed records landed where the Java client's partitioner puts them.
-    let listing = Command::new("kcat")
-        .args([
-            "-b",
-            &broker.addr,
-            "-C",
-            "-t",
-            "known",
-            "-e",
-            "-q",
-            "-f",
-            "%p %k\n",
-            "-o",
-            "beginning",
-        ])
-        .output()
-        .expect("kcat");
-    let text = String::from_utf8(listing.stdout).unwrap();
+    let text = kcat_read_all(&broker, "known", "%p %k\n");
     let mut checked = 0;
     for line in text.lines() {
         let (p, key) = line.split_once(' ').unwrap();
@@ -355,4 +360,43 @@ fn a_transaction_begun_during_the_last_ones_completion_is_held_not_refused() {
         retries * 10 <= committed,
         "{retries} coordinator calls retried: {stdout}"
     );
+}
+
+/// `--partitioner sticky`: keyless records fill one partition's batch before moving to the
+/// next, as a Kafka Java producer's do (KIP-480, KIP-794). One producer, 4,000 records of which
+/// 16 fill a 16 KiB batch: 250 batches in turn from partition 0, so partitions 0 and 1 hold 63
+/// batches each and 2 and 3 hold 62 (one by one they would hold 1,000 each).
+#[test]
+fn sticky_keyless_records_fill_a_batch_before_moving_on() {
+    let broker = Broker::start(&[]);
+    let out = bench(&[
+        "produce",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "sticky",
+        "--create",
+        "--partitions",
+        "4",
+        "--messages",
+        "4000",
+        "--size",
+        "1000",
+        "--batch-bytes",
+        "16384",
+        "--linger-ms",
+        "60000",
+        "--partitioner",
+        "sticky",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut per_partition = [0usize; 4];
+    for line in kcat_read_all(&broker, "sticky", "%p\n").lines() {
+        per_partition[line.parse::<usize>().unwrap()] += 1;
+    }
+    assert_eq!(per_partition, [63 * 16, 63 * 16, 62 * 16, 62 * 16]);
 }
