@@ -4,6 +4,7 @@
 
 pub mod acl;
 pub mod listener;
+pub mod plain_logins;
 pub mod principal;
 pub mod sasl;
 pub mod scram;

@@ -1,7 +1,8 @@
 //! The server side of SASL PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677), as
 //! Kafka's `PlainSaslServer` and `ScramSaslServer` run them, against the SCRAM credentials of
 //! the user store. PLAIN has no credential of its own: the password is checked by deriving
-//! the user's SCRAM stored key from it with the stored salt and iteration count.
+//! the user's SCRAM stored key from it with the stored salt and iteration count (once per
+//! user and password on each shard: `plain_logins`).
 //!
 //! The exchange holds no I/O: each client token goes in, the next server token (or the end)
 //! comes out, so SaslAuthenticate and the raw tokens of SaslHandshake v0 share it.
@@ -136,8 +137,7 @@ fn plain(token: &[u8], users: &dyn CredentialStore) -> Step {
     }
     let matches = scram::Mechanism::ALL.into_iter().any(|m| {
         users.credential(user, m).is_some_and(|stored| {
-            let derived = Credential::new(m, password.as_bytes(), &stored.salt, stored.iterations);
-            constant_time_eq(&derived.stored_key, &stored.stored_key)
+            super::plain_logins::matches(user, m, &stored, password.as_bytes())
         })
     });
     if !matches {
