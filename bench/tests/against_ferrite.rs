@@ -21,27 +21,6 @@ fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("the JSON file")).expect("valid JSON")
 }
 
-/// Every record of `topic` from the beginning, each as kcat's `format` prints it.
-fn kcat_read_all(broker: &Broker, topic: &str, format: &str) -> String {
-    let listing = Command::new("kcat")
-        .args([
-            "-b",
-            &broker.addr,
-            "-C",
-            "-t",
-            topic,
-            "-e",
-            "-q",
-            "-f",
-            format,
-            "-o",
-            "beginning",
-        ])
-        .output()
-        .expect("kcat");
-    String::from_utf8(listing.stdout).unwrap()
-}
-
 fn assert_latencies(v: &serde_json::Value) {
     for k in ["p50", "p90", "p99", "p999", "p9999", "max"] {
         assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {v}");
@@ -119,9 +98,8 @@ fn produce_then_consume_a_known_set() {
     assert_eq!(c["duplicates"], 0, "no record twice");
     assert_eq!(c["errors"], 0);
     // Keyed records landed where the Java client's partitioner puts them.
-    let text = kcat_read_all(&broker, "known", "%p %k\n");
     let mut checked = 0;
-    for line in text.lines() {
+    for line in common::kcat_consume(&broker, "known", "%p %k\n") {
         let (p, key) = line.split_once(' ').unwrap();
         assert_eq!(
             p.parse::<usize>().unwrap(),
@@ -395,7 +373,7 @@ fn sticky_keyless_records_fill_a_batch_before_moving_on() {
         String::from_utf8_lossy(&out.stderr)
     );
     let mut per_partition = [0usize; 4];
-    for line in kcat_read_all(&broker, "sticky", "%p\n").lines() {
+    for line in common::kcat_consume(&broker, "sticky", "%p\n") {
         per_partition[line.parse::<usize>().unwrap()] += 1;
     }
     assert_eq!(per_partition, [63 * 16, 63 * 16, 62 * 16, 62 * 16]);

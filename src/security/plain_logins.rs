@@ -15,7 +15,7 @@
 use super::scram::{self, Credential};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// Users remembered per shard; beyond it the table starts over.
@@ -32,7 +32,11 @@ thread_local! {
     static KEY: Vec<u8> = scram::random_bytes(32);
     static MATCHED: RefCell<HashMap<(String, scram::Mechanism), Remembered>> =
         RefCell::new(HashMap::new());
-    static DERIVATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+#[cfg(test)]
+thread_local! {
+    static DERIVATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 fn password_mac(password: &[u8]) -> Vec<u8> {
@@ -63,6 +67,7 @@ pub fn matches(
     if remembered {
         return true;
     }
+    #[cfg(test)]
     DERIVATIONS.with(|d| d.set(d.get() + 1));
     let derived = Credential::new(mechanism, password, &stored.salt, stored.iterations);
     if !super::sasl::constant_time_eq(&derived.stored_key, &stored.stored_key) {
