@@ -9,7 +9,7 @@ mod common;
 
 use common::cluster::{
     describe_config, leaders, metadata, partitions, set_config, start_broker, start_cluster,
-    wait_until, SESSION_MS, TOPIC,
+    wait_until, wait_until_explained, SESSION_MS, TOPIC,
 };
 use common::zookeeper::ZooKeeper;
 use common::{kcat, python};
@@ -103,13 +103,15 @@ fn changes_after_a_lost_connection_still_reach_the_broker() {
     );
 }
 
-/// Per partition of `topic` in `md`: (leader, ISR size).
-fn leaders_and_isr_sizes(md: &serde_json::Value, topic: &str) -> Vec<(i64, usize)> {
+/// Per partition of `topic` in `md`: (partition, leader, ISR).
+fn leaders_and_isrs(md: &serde_json::Value, topic: &str) -> Vec<(i64, i64, Vec<i64>)> {
     partitions(md, topic)
         .map(|p| {
+            let isr = p["isrs"].as_array().unwrap().iter();
             (
+                p["partition"].as_i64().unwrap(),
                 p["leader"].as_i64().unwrap(),
-                p["isrs"].as_array().unwrap().len(),
+                isr.map(|r| r["id"].as_i64().unwrap()).collect(),
             )
         })
         .collect()
@@ -125,8 +127,10 @@ fn hundreds_of_partitions_change_together_and_every_change_lands() {
         &[&brokers[0].addr, "wide", &WIDE.to_string(), "3"],
     );
     assert!(out.contains("created"), "{out}");
-    let state = |b: &common::Broker| leaders_and_isr_sizes(&metadata(b, Some("wide")), "wide");
-    let all_whole = |v: &[(i64, usize)]| v.len() == WIDE && v.iter().all(|&(l, n)| l > 0 && n == 3);
+    let state = |b: &common::Broker| leaders_and_isrs(&metadata(b, Some("wide")), "wide");
+    let all_whole = |v: &[(i64, i64, Vec<i64>)]| {
+        v.len() == WIDE && v.iter().all(|(_, l, isr)| *l > 0 && isr.len() == 3)
+    };
     wait_until(
         Duration::from_secs(30),
         "every partition led, ISRs whole",
@@ -140,12 +144,28 @@ fn hundreds_of_partitions_change_together_and_every_change_lands() {
     let dead = (controller - 1) as usize;
     let survivor = (dead + 1) % 3;
     brokers[dead].kill9();
-    wait_until(
+    // One exception is Kafka's rule, not a lost change: on a loaded machine a leader can drop
+    // both its followers for lag between the check above and the kill, and a partition whose
+    // ISR was the dead broker alone stays offline, keeping that ISR (no unclean election).
+    let settled = |(_, l, isr): &(i64, i64, Vec<i64>)| {
+        let led_by_survivor = *l > 0 && *l != controller && isr.len() == 2;
+        let offline_with_dead_alone = *l == -1 && *isr == [controller];
+        led_by_survivor || offline_with_dead_alone
+    };
+    wait_until_explained(
         Duration::from_millis(SESSION_MS) + Duration::from_secs(20),
         "every partition led by a live broker, without the dead one in its ISR",
         || {
             let now = state(&brokers[survivor]);
-            now.len() == WIDE && now.iter().all(|&(l, n)| l > 0 && l != controller && n == 2)
+            let off: Vec<_> = now.iter().filter(|p| !settled(p)).collect();
+            if now.len() == WIDE && off.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} partitions; (partition, leader, ISR) not settled: {off:?}",
+                    now.len()
+                ))
+            }
         },
     );
 
@@ -163,7 +183,7 @@ fn hundreds_of_partitions_change_together_and_every_change_lands() {
         "the paused broker out of every ISR",
         || {
             let now = state(&brokers[survivor]);
-            now.len() == WIDE && now.iter().all(|&(_, n)| n == 2)
+            now.len() == WIDE && now.iter().all(|(_, _, isr)| isr.len() == 2)
         },
     );
     brokers[paused].resume();

@@ -158,9 +158,22 @@ pub fn isr(md: &Value, topic: &str, partition: i64) -> Vec<i64> {
 
 /// Polls `f` until it holds, for at most `timeout`.
 pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    wait_until_explained(timeout, what, || f().then_some(()).ok_or_else(String::new));
+}
+
+/// Polls `f` until it gives `Ok`, for at most `timeout`; on timeout the panic shows what its
+/// last `Err` said was still missing.
+pub fn wait_until_explained(
+    timeout: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Result<(), String>,
+) {
     let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
+    while let Err(missing) = f() {
+        assert!(
+            Instant::now() < deadline,
+            "not within {timeout:?}: {what}\n{missing}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
