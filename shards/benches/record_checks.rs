@@ -1,6 +1,6 @@
 //! What the produce path's record walk costs, printed as figures (not a timed test).
 //!
-//! `cargo bench -p ferrite-shards --bench record_checks -- [--mib N]`
+//! `cargo bench -p ferrite-shards --bench record_checks -- [--mib N] [--codec none|gzip|...]`
 //!
 //! For 100-byte and 1 KiB records, uncompressed and with each codec, it builds 16 KiB-ish
 //! batches as producers send them, then times over `--mib` MiB of batches (64 by default):
@@ -23,14 +23,31 @@ use std::time::Instant;
 const BATCH_TARGET_BYTES: usize = 16 << 10;
 const NOW: i64 = 1_700_000_000_000;
 
-fn mib() -> usize {
+/// The value given after `flag`, if any.
+fn arg(flag: &str) -> Option<String> {
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        if a == "--mib" {
-            return it.next().expect("--mib N").parse().expect("a number");
+        if a == flag {
+            return Some(it.next().unwrap_or_else(|| panic!("{flag} needs a value")));
         }
     }
-    64
+    None
+}
+
+fn mib() -> usize {
+    arg("--mib").map_or(64, |n| n.parse().expect("--mib N: a number"))
+}
+
+/// `--codec NAME` (none, gzip, snappy, lz4, zstd) times that codec alone, for profiling one.
+fn codecs() -> Vec<Compression> {
+    let only = arg("--codec").map(|c| c.to_ascii_lowercase());
+    Compression::ALL
+        .into_iter()
+        .filter(|c| {
+            only.as_ref()
+                .is_none_or(|o| format!("{c:?}").to_ascii_lowercase() == *o)
+        })
+        .collect()
 }
 
 /// Record values that compress about as well as JSON-ish payloads do (roughly 3:1 with lz4).
@@ -89,7 +106,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|");
     let rules = RecordRules::defaults(NOW);
     for record_bytes in [100usize, 1024] {
-        for codec in Compression::ALL {
+        for codec in codecs() {
             let (batches, records) = batches(record_bytes, codec, total);
             let bytes: usize = batches.iter().map(|b| b.len()).sum();
             let gb = bytes as f64 / 1e9;

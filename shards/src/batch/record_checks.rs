@@ -5,7 +5,7 @@
 //! Compressed batches are walked through a decompressing stream (`stream.rs`), so memory stays
 //! bounded whatever they inflate to; the bytes that go to disk are the client's, untouched.
 
-use super::stream::{RecordBytes, Section};
+use super::stream::{RecordBytes, Section, VarintBits};
 use super::{BatchError, BatchHeader, TimestampType};
 
 /// What a topic asks of the records producers send it.
@@ -83,6 +83,7 @@ fn walk(
     let mut refused = Vec::new();
     let mut refused_count = 0usize;
     let mut max_timestamp = -1i64;
+    let timestamps = TimestampCheck::new(header, rules);
     for index in 0..header.record_count.max(0) {
         let record = read_record(section, index)?;
         let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);
@@ -113,7 +114,7 @@ fn walk(
                 "Compacted topic cannot accept message without key".to_string(),
             );
         }
-        if let Some(message) = timestamp_problem(header, rules, timestamp) {
+        if let Some(message) = timestamps.problem(timestamp) {
             refuse(RecordErrorKind::InvalidTimestamp, message);
         }
     }
@@ -134,20 +135,43 @@ fn walk(
 
 /// Kafka's `LogValidator.validateTimestamp`: under CreateTime a record's timestamp must lie
 /// within the topic's window around the broker's clock (`-1`, no timestamp, is let through);
-/// a producer may not claim LogAppendTime for itself.
-fn timestamp_problem(header: &BatchHeader, rules: &RecordRules, timestamp: i64) -> Option<String> {
-    if rules.timestamp_type == TimestampType::CreateTime && timestamp != -1 {
-        let earliest = rules.now_ms.saturating_sub(rules.timestamp_before_max_ms);
-        let latest = rules.now_ms.saturating_add(rules.timestamp_after_max_ms);
-        (timestamp < earliest || timestamp > latest).then(|| {
-            format!(
-                "Timestamp {timestamp} of message is out of range. The timestamp should be within [{earliest}, {latest}]"
+/// a producer may not claim LogAppendTime for itself. Decided once per batch, applied to each
+/// record.
+struct TimestampCheck {
+    /// `[earliest, latest]` under CreateTime.
+    window: Option<(i64, i64)>,
+    /// The batch's header claims LogAppendTime.
+    log_append_time_claimed: bool,
+}
+
+impl TimestampCheck {
+    fn new(header: &BatchHeader, rules: &RecordRules) -> TimestampCheck {
+        let window = (rules.timestamp_type == TimestampType::CreateTime).then(|| {
+            (
+                rules.now_ms.saturating_sub(rules.timestamp_before_max_ms),
+                rules.now_ms.saturating_add(rules.timestamp_after_max_ms),
             )
-        })
-    } else if header.timestamp_type() == TimestampType::LogAppendTime {
-        Some("Producer should not set timestamp type to LogAppendTime.".to_string())
-    } else {
-        None
+        });
+        TimestampCheck {
+            window,
+            log_append_time_claimed: header.timestamp_type() == TimestampType::LogAppendTime,
+        }
+    }
+
+    #[inline]
+    fn problem(&self, timestamp: i64) -> Option<String> {
+        match self.window {
+            Some((earliest, latest)) if timestamp != -1 => {
+                (timestamp < earliest || timestamp > latest).then(|| {
+                    format!(
+                        "Timestamp {timestamp} of message is out of range. The timestamp should be within [{earliest}, {latest}]"
+                    )
+                })
+            }
+            _ => self
+                .log_append_time_claimed
+                .then(|| "Producer should not set timestamp type to LogAppendTime.".to_string()),
+        }
     }
 }
 
@@ -158,25 +182,29 @@ struct RecordFields {
     has_key: bool,
 }
 
+#[cold]
 fn malformed(index: i32, reason: &'static str) -> BatchError {
     BatchError::MalformedRecord { index, reason }
 }
 
+#[cold]
+fn premature_eof(index: i32) -> BatchError {
+    malformed(
+        index,
+        "Incorrect declared batch size, premature EOF reached",
+    )
+}
+
 /// Reads one record as `DefaultRecord.readFrom` does: its length, then attributes, timestamp
 /// delta, offset delta, key, value and headers, which must fill the length exactly.
+#[inline]
 fn read_record(s: &mut impl RecordBytes, index: i32) -> Result<RecordFields, BatchError> {
-    let eof = || {
-        malformed(
-            index,
-            "Incorrect declared batch size, premature EOF reached",
-        )
-    };
     let length = read_varint(s, index)?;
     if length < 0 {
         return Err(malformed(index, "Invalid negative record size"));
     }
     let start = s.position();
-    s.byte()?.ok_or_else(eof)?; // attributes: unused in v2
+    s.byte()?.ok_or_else(|| premature_eof(index))?; // attributes: unused in v2
     let timestamp_delta = read_varlong(s, index)?;
     let offset_delta = read_varint(s, index)?;
     let has_key = skip_nullable(s, index, "Invalid negative key size")?;
@@ -192,7 +220,7 @@ fn read_record(s: &mut impl RecordBytes, index: i32) -> Result<RecordFields, Bat
             return Err(malformed(index, "Invalid negative header key size"));
         }
         if !s.skip(key_length as usize)? {
-            return Err(eof());
+            return Err(premature_eof(index));
         }
         skip_nullable(s, index, "Invalid negative header value size")?;
         if s.position() - start > length as u64 {
@@ -217,6 +245,7 @@ fn read_record(s: &mut impl RecordBytes, index: i32) -> Result<RecordFields, Bat
 
 /// Skips a length-prefixed field; false when it is null (length -1). Other negative lengths
 /// are refused with `negative`, as Kafka refuses them.
+#[inline]
 fn skip_nullable(
     s: &mut impl RecordBytes,
     index: i32,
@@ -230,48 +259,32 @@ fn skip_nullable(
         return Err(malformed(index, negative));
     }
     if !s.skip(length as usize)? {
-        return Err(malformed(
-            index,
-            "Incorrect declared batch size, premature EOF reached",
-        ));
+        return Err(premature_eof(index));
     }
     Ok(true)
 }
 
+#[inline]
 fn read_varlong(s: &mut impl RecordBytes, index: i32) -> Result<i64, BatchError> {
-    let mut value: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let byte = s.byte()?.ok_or_else(|| {
-            malformed(
-                index,
-                "Incorrect declared batch size, premature EOF reached",
-            )
-        })?;
-        value |= ((byte & 0x7f) as u64) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(((value >> 1) as i64) ^ -((value & 1) as i64));
-        }
+    match s.varint_bits(10)? {
+        VarintBits::Value(value) => Ok(((value >> 1) as i64) ^ -((value & 1) as i64)),
+        VarintBits::Eof => Err(premature_eof(index)),
+        VarintBits::TooLong => Err(malformed(index, "Varlong is too long")),
     }
-    Err(malformed(index, "Varlong is too long"))
 }
 
+/// As Kafka's `ByteUtils.readVarint`: a fifth byte's bits beyond 32 are dropped, a sixth byte
+/// is refused.
+#[inline]
 fn read_varint(s: &mut impl RecordBytes, index: i32) -> Result<i32, BatchError> {
-    let mut value: u32 = 0;
-    for shift in (0..32).step_by(7) {
-        let byte = s.byte()?.ok_or_else(|| {
-            malformed(
-                index,
-                "Incorrect declared batch size, premature EOF reached",
-            )
-        })?;
-        // As Kafka's `ByteUtils.readVarint`: a fifth byte's bits beyond 32 are dropped, a
-        // sixth byte is refused.
-        value |= ((byte & 0x7f) as u32) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(((value >> 1) as i32) ^ -((value & 1) as i32));
+    match s.varint_bits(5)? {
+        VarintBits::Value(value) => {
+            let value = value as u32;
+            Ok(((value >> 1) as i32) ^ -((value & 1) as i32))
         }
+        VarintBits::Eof => Err(premature_eof(index)),
+        VarintBits::TooLong => Err(malformed(index, "Varint is too long")),
     }
-    Err(malformed(index, "Varint is too long"))
 }
 
 #[cfg(test)]
