@@ -94,10 +94,7 @@ fn describe(b: &AclBinding) -> String {
     format!(
         "{}:{}:{} principal={} host={} operation={} permission={}",
         b.pattern.resource_type.name(),
-        match b.pattern.pattern_type {
-            PatternType::Literal => "LITERAL",
-            PatternType::Prefixed => "PREFIXED",
-        },
+        b.pattern.pattern_type.enum_name(),
         b.pattern.name,
         b.entry.principal,
         b.entry.host,

@@ -173,22 +173,7 @@ pub async fn write(
             Err(e) => return Err(e.to_string()),
         }
     }
-    let (changes, note) = match pattern.pattern_type {
-        PatternType::Literal => (
-            LITERAL_CHANGES,
-            format!("{}:{}", pattern.resource_type.name(), pattern.name).into_bytes(),
-        ),
-        PatternType::Prefixed => (
-            EXTENDED_CHANGES,
-            serde_json::to_vec(&ExtendedChange {
-                version: 1,
-                resource_type: pattern.resource_type.name(),
-                name: &pattern.name,
-                pattern_type: "Prefixed",
-            })
-            .expect("serialisable"),
-        ),
-    };
+    let (changes, note) = change_notification(pattern);
     create_if_missing(client, changes, b"")
         .await
         .map_err(failed)?;
@@ -201,6 +186,29 @@ pub async fn write(
         .await
         .map(|_| ())
         .map_err(failed)
+}
+
+/// Where and what Kafka's `LiteralAclChangeStore` / `ExtendedAclChangeStore` write for a change
+/// to `pattern`'s ACLs (ZkData.scala), so that Kafka brokers and tools sharing the ZooKeeper
+/// hear of it: the resource type by its Java enum name (`TRANSACTIONAL_ID:tx-1`; a Kafka
+/// broker that reads an UNKNOWN type drops the change), the name as it is.
+fn change_notification(pattern: &ResourcePattern) -> (&'static str, Vec<u8>) {
+    match pattern.pattern_type {
+        PatternType::Literal => (
+            LITERAL_CHANGES,
+            format!("{}:{}", pattern.resource_type.enum_name(), pattern.name).into_bytes(),
+        ),
+        PatternType::Prefixed => (
+            EXTENDED_CHANGES,
+            serde_json::to_vec(&ExtendedChange {
+                version: 1,
+                resource_type: pattern.resource_type.enum_name(),
+                name: &pattern.name,
+                pattern_type: pattern.pattern_type.enum_name(),
+            })
+            .expect("serialisable"),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -228,6 +236,33 @@ mod tests {
         assert_eq!(
             znode_path(&prefixed),
             "/kafka-acl-extended/prefixed/Group/app-"
+        );
+    }
+
+    /// The notifications as Kafka 3.9's `ZkData.scala` encodes them, byte for byte.
+    #[test]
+    fn change_notifications_are_kafkas() {
+        let literal = ResourcePattern {
+            resource_type: ResourceType::TransactionalId,
+            name: "tx:1".into(),
+            pattern_type: PatternType::Literal,
+        };
+        assert_eq!(
+            change_notification(&literal),
+            (LITERAL_CHANGES, b"TRANSACTIONAL_ID:tx:1".to_vec())
+        );
+        let prefixed = ResourcePattern {
+            resource_type: ResourceType::Group,
+            name: "app-".into(),
+            pattern_type: PatternType::Prefixed,
+        };
+        assert_eq!(
+            change_notification(&prefixed),
+            (
+                EXTENDED_CHANGES,
+                br#"{"version":1,"resourceType":"GROUP","name":"app-","patternType":"PREFIXED"}"#
+                    .to_vec()
+            )
         );
     }
 }

@@ -66,6 +66,20 @@ impl ResourceType {
     pub fn from_name(name: &str) -> Option<ResourceType> {
         ResourceType::ALL.into_iter().find(|t| t.name() == name)
     }
+
+    /// Kafka's Java enum name (`ResourceType.name()`), as ACL change notifications carry it:
+    /// a Kafka broker reads it back with `ResourceType.fromString`, which upper-cases what it
+    /// gets, so `TransactionalId` would come back UNKNOWN where `TRANSACTIONAL_ID` does not.
+    pub fn enum_name(self) -> &'static str {
+        match self {
+            ResourceType::Topic => "TOPIC",
+            ResourceType::Group => "GROUP",
+            ResourceType::Cluster => "CLUSTER",
+            ResourceType::TransactionalId => "TRANSACTIONAL_ID",
+            ResourceType::DelegationToken => "DELEGATION_TOKEN",
+            ResourceType::User => "USER",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -87,6 +101,15 @@ impl PatternType {
             3 => Some(PatternType::Literal),
             4 => Some(PatternType::Prefixed),
             _ => None,
+        }
+    }
+
+    /// Kafka's Java enum name (`PatternType.name()`); `PatternType.fromString` matches it
+    /// exactly, case included.
+    pub fn enum_name(self) -> &'static str {
+        match self {
+            PatternType::Literal => "LITERAL",
+            PatternType::Prefixed => "PREFIXED",
         }
     }
 }
