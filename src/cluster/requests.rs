@@ -167,8 +167,9 @@ pub async fn alter_client_quota(
 ) -> Result<(), String> {
     let entity_path = znodes::quota_entity_path(entity).ok_or("an empty quota entity")?;
     let path = format!("/config/{entity_path}");
-    // users/<u>/clients/<c> lives under users/<u>/clients, which may not exist yet; the user
-    // znode is made an empty config, as Kafka's own is, so it reads as one.
+    // users/<u>/clients/<c> lives under users/<u>/clients, which may not exist yet. Kafka
+    // creates the user's znode with no data; an empty config is written here instead, which
+    // Kafka reads the same.
     if let Some((user_path, _)) = entity_path.split_once("/clients/") {
         let empty = znodes::encode(&EntityConfig {
             version: 1,
@@ -194,7 +195,9 @@ pub async fn read_entity_config(
     path: &str,
 ) -> Result<BTreeMap<String, String>, String> {
     match client.get_data(path).await {
-        Ok((bytes, _)) => Ok(znodes::decode::<EntityConfig>(path, &bytes)?.config),
+        Ok((bytes, _)) => Ok(znodes::decode_nullable::<EntityConfig>(path, &bytes)?
+            .map(|c| c.config)
+            .unwrap_or_default()),
         Err(Error::NoNode) => Ok(BTreeMap::new()),
         Err(e) => Err(e.to_string()),
     }
@@ -441,18 +444,23 @@ pub async fn update_isr(
 
 pub async fn take_producer_ids(client: &Client, broker: i32) -> Result<(i64, i64), String> {
     for _ in 0..20 {
-        let current = match client.get_data(znodes::PRODUCER_ID_BLOCK).await {
+        // The znode's version when it exists (set conditionally), and the last id taken.
+        let (version, last_end) = match client.get_data(znodes::PRODUCER_ID_BLOCK).await {
             Ok((bytes, stat)) => {
-                let block: ProducerIdBlock = znodes::decode(znodes::PRODUCER_ID_BLOCK, &bytes)?;
-                let end: i64 = block.block_end.parse().map_err(|_| {
-                    format!("{}: block_end is not a number", znodes::PRODUCER_ID_BLOCK)
-                })?;
-                Some((end, stat.version))
+                let block: Option<ProducerIdBlock> =
+                    znodes::decode_nullable(znodes::PRODUCER_ID_BLOCK, &bytes)?;
+                let end = match block {
+                    Some(block) => Some(block.block_end.parse::<i64>().map_err(|_| {
+                        format!("{}: block_end is not a number", znodes::PRODUCER_ID_BLOCK)
+                    })?),
+                    None => None,
+                };
+                (Some(stat.version), end)
             }
-            Err(Error::NoNode) => None,
+            Err(Error::NoNode) => (None, None),
             Err(e) => return Err(e.to_string()),
         };
-        let start = current.map(|(end, _)| end + 1).unwrap_or(0);
+        let start = last_end.map_or(0, |end| end + 1);
         let end = start + PRODUCER_ID_BLOCK_SIZE - 1;
         let data = znodes::encode(&ProducerIdBlock {
             version: 1,
@@ -460,8 +468,8 @@ pub async fn take_producer_ids(client: &Client, broker: i32) -> Result<(i64, i64
             block_start: start.to_string(),
             block_end: end.to_string(),
         });
-        let written = match current {
-            Some((_, version)) => client
+        let written = match version {
+            Some(version) => client
                 .set_data(znodes::PRODUCER_ID_BLOCK, &data, Some(version))
                 .await
                 .map(|_| ()),

@@ -406,6 +406,20 @@ pub fn decode<T: for<'de> Deserialize<'de>>(path: &str, bytes: &[u8]) -> Result<
     serde_json::from_slice(bytes).map_err(|e| format!("znode {path}: {e}"))
 }
 
+/// As `decode`, for a znode Kafka may create with no data: `None` then. Kafka's brokers create
+/// `/latest_producer_id_block` empty at start-up (`KafkaZkClient.createTopLevelPaths`), and a
+/// user + client-id quota creates `/config/users/<u>` empty as its parent; Kafka reads both as
+/// "nothing yet" (`ProducerIdManager`, `ConfigEntityZNode.decode`'s `bytes != null`).
+pub fn decode_nullable<T: for<'de> Deserialize<'de>>(
+    path: &str,
+    bytes: &[u8],
+) -> Result<Option<T>, String> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    decode(path, bytes).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
