@@ -214,7 +214,8 @@ impl ControllerRegistration {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicAssignment {
     pub version: i32,
-    #[serde(default)]
+    /// Left out when there is none, as Kafka writes it: Kafka's decoder fails on a null id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic_id: Option<String>,
     pub partitions: BTreeMap<String, Vec<i32>>,
     #[serde(default)]
@@ -471,6 +472,11 @@ mod tests {
             topic.replicas(),
             vec![(0, vec![1, 2, 3]), (1, vec![2, 3, 1])]
         );
+        // A topic from before Kafka 2.8 has no id, and keeps none when rewritten.
+        let old: TopicAssignment = decode("t", br#"{"version":1,"partitions":{"0":[1]}}"#).unwrap();
+        assert_eq!(old.topic_id, None);
+        let rewritten = String::from_utf8(encode(&old)).unwrap();
+        assert!(!rewritten.contains("topic_id"), "{rewritten}");
         let state: PartitionState = decode(
             "s",
             br#"{"controller_epoch":3,"leader":2,"version":1,"leader_epoch":7,"isr":[2,3]}"#,

@@ -231,8 +231,20 @@ pub fn collides(a: &str, b: &str) -> bool {
     a != b && a.replace('.', "_") == b.replace('.', "_")
 }
 
-/// 16 random bytes (topic ids, the cluster id).
+/// 16 random bytes (topic ids, the cluster id), as Kafka's `Uuid.randomUuid` hands them out:
+/// never the reserved all-zero and `ONE` ids, and never one whose text starts with '-' (a
+/// command-line tool would take it for an option).
 pub fn random_id() -> [u8; 16] {
+    const ONE: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    loop {
+        let id = random_bytes();
+        if id != [0; 16] && id != ONE && !cluster_id_string(&id).starts_with('-') {
+            return id;
+        }
+    }
+}
+
+fn random_bytes() -> [u8; 16] {
     let mut id = [0u8; 16];
     // SAFETY: getrandom writes at most 16 bytes into `id`.
     let n = unsafe { libc::getrandom(id.as_mut_ptr().cast(), id.len(), 0) };
@@ -270,6 +282,14 @@ pub fn cluster_id_string(id: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_ids_never_start_with_a_dash() {
+        // One id in 64 would without the rule; 2,000 make missing it unlikely (1 in 10^13).
+        for _ in 0..2000 {
+            assert!(!cluster_id_string(&random_id()).starts_with('-'));
+        }
+    }
 
     #[test]
     fn topic_names_follow_kafkas_rules() {
