@@ -25,6 +25,7 @@ mod group;
 mod index;
 mod read;
 mod recovery;
+mod reserve;
 mod retention;
 mod roll;
 mod scan;
@@ -165,6 +166,8 @@ pub(crate) struct LogInner {
     seal_failure: RefCell<Option<Error>>,
     /// The O_DIRECT writer of the active segment (direct mode); used under `write_lock`.
     direct: RefCell<Option<direct::DirectTail>>,
+    /// Blocks reserved ahead of the buffered writer in the active segment (`reserve`).
+    reservation: reserve::Reservation,
     cache: Option<(Rc<BatchCache>, cache::Entries)>,
     closed: Cell<bool>,
     /// Set by `delete`: the log is closed for good and its files are gone, though its segment
@@ -378,7 +381,11 @@ impl Log {
             let st = inner.state.borrow();
             (st.active().file.clone(), st.active().size)
         };
-        segment::trim_file(&file.get().await?, size).await?;
+        let file = file.get().await?;
+        match inner.mode {
+            IoMode::Buffered => reserve::release(&file, size).await?,
+            IoMode::Direct => segment::trim_file(&file, size).await?,
+        }
         flush::flush_locked(inner).await?;
         // An append may have left a detached epoch store queued; write the final content here
         // and close the lock so nothing older lands after it.

@@ -147,6 +147,7 @@ pub(crate) async fn open(dir: &Path, options: LogOptions) -> Result<Log> {
         appended: Notify::new(),
         write_lock: Semaphore::new(1),
         exclusive_waiting: Cell::new(0),
+        reservation: Default::default(),
         exclusive_done: Notify::new(),
         flush_lock: Semaphore::new(1),
         sync_running: Cell::new(false),

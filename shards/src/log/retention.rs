@@ -268,6 +268,8 @@ async fn reopen_direct(inner: &Rc<LogInner>) -> Result<()> {
 
 /// Everything that follows the log end: hints, cached batches, epochs, the recovery point.
 async fn after_truncation(inner: &Rc<LogInner>) -> Result<()> {
+    // The cut freed whatever was reserved past it.
+    inner.reservation.restart();
     let end = {
         let mut st = inner.state.borrow_mut();
         let end = st.end_offset;

@@ -43,8 +43,13 @@ pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
         (active.file.clone(), active.size, active.base_offset)
     };
     let file = file.get().await?;
-    // O_DIRECT preallocation lies beyond the logical end: cut it before the segment is sealed.
-    segment::trim_file(&file, size).await?;
+    // O_DIRECT preallocation lies beyond the logical end, and blocks reserved ahead of the
+    // buffered writer beyond it: both go before the segment is sealed.
+    match inner.mode {
+        IoMode::Buffered => super::reserve::release(&file, size).await?,
+        IoMode::Direct => segment::trim_file(&file, size).await?,
+    }
+    inner.reservation.restart();
     let new = Segment::create(&inner.dir, next_base).await?;
     let direct = match inner.mode {
         IoMode::Direct => Some(DirectTail::open(&new.paths.log, 0, &new.file.get().await?).await?),

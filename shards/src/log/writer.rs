@@ -332,13 +332,22 @@ async fn issue_next(inner: &Rc<LogInner>, issued: &mut Issued, in_flight: usize)
         !inner.queue.borrow().is_empty() && in_flight + 1 < inner.writer_tuning.writes_in_flight;
     let mut durable_end = g.end_position;
     let write = match inner.mode {
-        IoMode::Buffered => glommio::spawn_local(async move {
-            let file = file.get().await?;
-            file.write_all_at(position, chunks)
-                .await
-                .map_err(|e| Error::io("write", file.path(), e))?;
-            faults::injected(fail_after_writing, file.path())
-        }),
+        IoMode::Buffered => {
+            let segment_bytes = inner.config.borrow().segment_bytes;
+            let ahead = inner
+                .reservation
+                .ahead(position, g.end_position, segment_bytes);
+            glommio::spawn_local(async move {
+                let file = file.get().await?;
+                if let Some(ahead) = ahead {
+                    super::reserve::reserve(&file, ahead);
+                }
+                file.write_all_at(position, chunks)
+                    .await
+                    .map_err(|e| Error::io("write", file.path(), e))?;
+                faults::injected(fail_after_writing, file.path())
+            })
+        }
         IoMode::Direct => {
             let prepared = inner
                 .direct
