@@ -7,6 +7,7 @@
 //! size — recovery, fetch, retention — sees the log exactly as before; only blocks beyond the
 //! end are held, and they are released when the segment is sealed or the log closed (an
 //! `ftruncate` to the same size frees them), so a sealed segment holds no more than its data.
+//! After a crash, what the active segment had reserved goes at its next roll or close.
 //!
 //! How far ahead: as far as the segment has been written already, at most `AHEAD_MAX` and never
 //! past `segment.bytes`. A partition written slowly holds little it does not use; one written
@@ -55,6 +56,11 @@ impl Reservation {
             from,
             len: target - from,
         })
+    }
+
+    /// Whether this run has reserved anything in the active segment.
+    pub fn holds_any(&self) -> bool {
+        self.until.get() > 0
     }
 
     /// A new active segment: nothing reserved in it yet.

@@ -994,3 +994,53 @@ both_modes!(
         set_open_segment_files_max(usize::MAX);
     }
 );
+
+/// Bytes of disk a file holds and its size.
+fn held_and_size(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    (m.blocks() * 512, m.len())
+}
+
+/// The buffered writer reserves blocks ahead of the active segment's end (`reserve`), and a
+/// sealed or closed segment holds no more than its data.
+#[test]
+fn blocks_reserved_ahead_go_when_the_segment_rolls_or_the_log_closes() {
+    run(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..LogConfig::default()
+        };
+        let log = open(dir.path(), IoMode::Buffered, config).await;
+        let batch = records(20, 1000, 1);
+        while log.segment_count() < 3 {
+            append(&log, &batch).await;
+        }
+        let paths: Vec<PathBuf> = log
+            .segment_bases()
+            .into_iter()
+            .map(|b| dir.path().join(format!("{}.log", segment::file_stem(b))))
+            .collect();
+        let whole_blocks = |size: u64| size.div_ceil(4096) * 4096;
+        for sealed in &paths[..2] {
+            let (held, size) = held_and_size(sealed);
+            assert!(
+                held <= whole_blocks(size),
+                "{sealed:?}: {held} held for {size}"
+            );
+        }
+        let active = &paths[2];
+        let (held, size) = held_and_size(active);
+        assert!(
+            held > whole_blocks(size),
+            "reserved ahead: {held} held for {size}"
+        );
+        log.close().await.unwrap();
+        let (held, size) = held_and_size(active);
+        assert!(
+            held <= whole_blocks(size),
+            "after close: {held} held for {size}"
+        );
+    });
+}
