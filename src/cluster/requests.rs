@@ -449,12 +449,12 @@ pub async fn take_producer_ids(client: &Client, broker: i32) -> Result<(i64, i64
             Ok((bytes, stat)) => {
                 let block: Option<ProducerIdBlock> =
                     znodes::decode_nullable(znodes::PRODUCER_ID_BLOCK, &bytes)?;
-                let end = match block {
-                    Some(block) => Some(block.block_end.parse::<i64>().map_err(|_| {
+                let end = block
+                    .map(|b| b.block_end.parse::<i64>())
+                    .transpose()
+                    .map_err(|_| {
                         format!("{}: block_end is not a number", znodes::PRODUCER_ID_BLOCK)
-                    })?),
-                    None => None,
-                };
+                    })?;
                 (Some(stat.version), end)
             }
             Err(Error::NoNode) => (None, None),

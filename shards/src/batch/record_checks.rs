@@ -5,7 +5,7 @@
 //! Compressed batches are walked through a decompressing stream (`stream.rs`), so memory stays
 //! bounded whatever they inflate to; the bytes that go to disk are the client's, untouched.
 
-use super::stream::{RecordBytes, Section, VarintBits};
+use super::stream::{RecordBytes, Section};
 use super::{BatchError, BatchHeader, TimestampType};
 
 /// What a topic asks of the records producers send it.
@@ -264,9 +264,35 @@ fn skip_nullable(
     Ok(true)
 }
 
+/// What reading a varint found.
+enum VarintBits {
+    Value(u64),
+    /// The section ended inside it.
+    Eof,
+    /// Every one of its allowed bytes said another follows.
+    TooLong,
+}
+
+/// The next varint's bits (zigzag not undone), at most `max_bytes` long; its seventh bits land
+/// at 7 × i whatever the width, and bits shifted past 64 are dropped.
+#[inline]
+fn varint_bits(s: &mut impl RecordBytes, max_bytes: u32) -> Result<VarintBits, BatchError> {
+    let mut value = 0u64;
+    for i in 0..max_bytes {
+        let Some(byte) = s.byte()? else {
+            return Ok(VarintBits::Eof);
+        };
+        value |= ((byte & 0x7f) as u64) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(VarintBits::Value(value));
+        }
+    }
+    Ok(VarintBits::TooLong)
+}
+
 #[inline]
 fn read_varlong(s: &mut impl RecordBytes, index: i32) -> Result<i64, BatchError> {
-    match s.varint_bits(10)? {
+    match varint_bits(s, 10)? {
         VarintBits::Value(value) => Ok(((value >> 1) as i64) ^ -((value & 1) as i64)),
         VarintBits::Eof => Err(premature_eof(index)),
         VarintBits::TooLong => Err(malformed(index, "Varlong is too long")),
@@ -277,7 +303,7 @@ fn read_varlong(s: &mut impl RecordBytes, index: i32) -> Result<i64, BatchError>
 /// is refused.
 #[inline]
 fn read_varint(s: &mut impl RecordBytes, index: i32) -> Result<i32, BatchError> {
-    match s.varint_bits(5)? {
+    match varint_bits(s, 5)? {
         VarintBits::Value(value) => {
             let value = value as u32;
             Ok(((value >> 1) as i32) ^ -((value & 1) as i32))

@@ -41,32 +41,6 @@ pub(crate) trait RecordBytes {
     fn position(&self) -> u64;
     /// True when no byte is left.
     fn at_end(&mut self) -> Result<bool, BatchError>;
-
-    /// The next varint's bits (zigzag not undone), at most `max_bytes` long; its seventh bits
-    /// land at 7 × i whatever the width, and bits shifted past 64 are dropped.
-    fn varint_bits(&mut self, max_bytes: u32) -> Result<VarintBits, BatchError> {
-        let mut value = 0u64;
-        for i in 0..max_bytes {
-            let Some(byte) = self.byte()? else {
-                return Ok(VarintBits::Eof);
-            };
-            value |= ((byte & 0x7f) as u64) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Ok(VarintBits::Value(value));
-            }
-        }
-        Ok(VarintBits::TooLong)
-    }
-}
-
-/// What reading a varint found.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum VarintBits {
-    Value(u64),
-    /// The section ended inside it.
-    Eof,
-    /// Every one of its allowed bytes said another follows.
-    TooLong,
 }
 
 /// An uncompressed record section, read in place.

@@ -381,15 +381,7 @@ impl Log {
             let st = inner.state.borrow();
             (st.active().file.clone(), st.active().size)
         };
-        let file = file.get().await?;
-        // Only a log that reserved blocks in this run pays an ftruncate at close (thousands of
-        // idle partitions would otherwise each make one); what a crash left reserved in a log
-        // not written since goes at its next roll.
-        if inner.mode == IoMode::Buffered && inner.reservation.holds_any() {
-            reserve::release(&file, size).await?;
-        } else {
-            segment::trim_file(&file, size).await?;
-        }
+        reserve::cut_past_end(inner, &file.get().await?, size, false).await?;
         flush::flush_locked(inner).await?;
         // An append may have left a detached epoch store queued; write the final content here
         // and close the lock so nothing older lands after it.

@@ -99,6 +99,26 @@ pub(crate) async fn release(file: &File, size: u64) -> crate::error::Result<()> 
         .map_err(|e| crate::error::Error::io("truncate", file.path(), e))
 }
 
+/// Cuts what lies past the active segment's logical `size` before it is sealed (`sealing`) or
+/// the log closes: O_DIRECT preallocation and torn tails, which the file's size shows
+/// (`trim_file`), and in buffered mode the blocks reserved ahead, which it does not. Those go
+/// at every seal (a crash may have left some), at close only from a log that reserved any in
+/// this run: thousands of idle partitions would otherwise each pay an ftruncate.
+pub(crate) async fn cut_past_end(
+    inner: &super::LogInner,
+    file: &File,
+    size: u64,
+    sealing: bool,
+) -> crate::error::Result<()> {
+    let reserved =
+        inner.mode == crate::config::IoMode::Buffered && (sealing || inner.reservation.holds_any());
+    if reserved {
+        release(file, size).await
+    } else {
+        super::segment::trim_file(file, size).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

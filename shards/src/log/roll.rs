@@ -43,12 +43,7 @@ pub(crate) async fn roll(inner: &Rc<LogInner>, next_base: i64) -> Result<()> {
         (active.file.clone(), active.size, active.base_offset)
     };
     let file = file.get().await?;
-    // O_DIRECT preallocation lies beyond the logical end, and blocks reserved ahead of the
-    // buffered writer beyond it: both go before the segment is sealed.
-    match inner.mode {
-        IoMode::Buffered => super::reserve::release(&file, size).await?,
-        IoMode::Direct => segment::trim_file(&file, size).await?,
-    }
+    super::reserve::cut_past_end(inner, &file, size, true).await?;
     inner.reservation.restart();
     let new = Segment::create(&inner.dir, next_base).await?;
     let direct = match inner.mode {
