@@ -11,7 +11,7 @@
 //! taken one at a time, frames bounded by `sasl.server.max.receive.size`, until the client
 //! has authenticated (`handlers::sasl`).
 
-use super::frame::{FrameError, FrameReader};
+use super::frame::{FrameError, FrameReader, FrameSource};
 use super::handoff::{self, Handoff};
 use super::send::ConnectionWriter;
 use super::stream::SharedStream;
@@ -188,7 +188,7 @@ pub struct Moving {
 /// Reads requests from `reader` and writes their responses with `writer` until either ends,
 /// or until the reader stops to move the connection: then, once the writer has sent every
 /// response, what the move needs comes back, with the socket left open.
-async fn run<R: futures::AsyncRead + Unpin>(
+async fn run<R: FrameSource>(
     shard: &Rc<Shard>,
     reader: R,
     writer: ConnectionWriter,
@@ -248,7 +248,7 @@ fn set_buffer_sizes(stream: &TcpStream, settings: &ShardSettings) {
     }
 }
 
-async fn read_requests<R: futures::AsyncRead + Unpin>(
+async fn read_requests<R: FrameSource>(
     shard: &Rc<Shard>,
     mut stream: R,
     tx: LocalSender<InFlight>,
@@ -351,7 +351,7 @@ async fn wait_unmuted(shard: &Shard, connection: &ConnectionState) {
 }
 
 /// The next frame's size; also returns when the connection idles too long or the broker stops.
-async fn next_size<R: futures::AsyncRead + Unpin>(
+async fn next_size<R: FrameSource>(
     shard: &Shard,
     frames: &mut FrameReader,
     stream: &mut R,

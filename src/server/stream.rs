@@ -1,6 +1,7 @@
 //! A connection's TCP stream, shared by its reader and its writer.
 //!
-//! The reader reads through glommio's stream; the writer sends on the same descriptor through
+//! The reader reads through glommio's stream (or, what has already arrived, with its own
+//! recv into the frame buffer: `FrameSource`); the writer sends on the same descriptor through
 //! the shard's own ring (`SocketFd`), holding a clone of this handle, as does every operation
 //! it has in flight. The descriptor closes when the last of them lets go: one descriptor per
 //! connection, where a duplicate for the writer made two.
@@ -8,6 +9,8 @@
 //! Lives on: the connection's shard (`Rc`). Each poll borrows the stream only for its own
 //! length, and a thread polls one future at a time, so the borrows never overlap.
 
+use super::frame::FrameSource;
+use bytes::BytesMut;
 use futures::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
 use std::cell::RefCell;
@@ -39,6 +42,37 @@ impl AsyncRead for SharedStream {
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
+    }
+}
+
+/// One non-blocking recv(2) straight into the buffer's unused capacity.
+impl FrameSource for SharedStream {
+    const READS_READY: bool = true;
+
+    fn read_ready(&mut self, buf: &mut BytesMut, ask: usize) -> Option<io::Result<usize>> {
+        let spare = buf.spare_capacity_mut();
+        let len = ask.min(spare.len());
+        // SAFETY: recv writes at most `len` bytes into memory `buf` owns beyond its length,
+        // and never reads it.
+        let n = unsafe {
+            libc::recv(
+                self.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                len,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => None,
+                _ => Some(Err(e)),
+            };
+        }
+        let n = n as usize;
+        // SAFETY: the kernel has written these `n` bytes, within the capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+        Some(Ok(n))
     }
 }
 
