@@ -254,8 +254,9 @@ mod tests {
 
     impl FrameSource for Pieces {}
 
-    /// A plain socket: what has `arrived` is read ready (one piece a call, as much as asked),
-    /// what arrives `later` only after a wait, through `AsyncRead`, which records its asks.
+    /// A plain socket: what has `arrived` is read ready (all of it up to the ask, as recv
+    /// reads), what arrives `later` only after a wait, through `AsyncRead`, which records its
+    /// asks.
     enum Arrival {
         Arrived(Vec<u8>),
         Later(Vec<u8>),
