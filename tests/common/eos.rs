@@ -2,16 +2,22 @@
 //! test: started in the background, its progress watched (so brokers can be killed at chosen
 //! points), its READ_COMMITTED output checked at the end.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The script's last error lines kept, to say why a loop stopped making progress.
+const ERRORS_KEPT: usize = 20;
 
 pub struct EosLoop {
     child: Child,
     progress: Arc<AtomicI64>,
+    /// The script's last lines on stderr (each error its client reported, and a traceback).
+    errors: Arc<Mutex<VecDeque<String>>>,
     reader: Option<JoinHandle<Option<String>>>,
     pub count: i64,
     deadline: Instant,
@@ -39,10 +45,22 @@ impl EosLoop {
                 transactional_id,
             ])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("python");
         let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let errors = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = errors.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut kept = kept.lock().unwrap();
+                if kept.len() == ERRORS_KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
         let progress = Arc::new(AtomicI64::new(-1));
         let seen = progress.clone();
         let reader = std::thread::spawn(move || {
@@ -59,6 +77,7 @@ impl EosLoop {
         EosLoop {
             child,
             progress,
+            errors,
             reader: Some(reader),
             count,
             deadline: Instant::now() + limit,
@@ -70,13 +89,23 @@ impl EosLoop {
         self.progress.load(Ordering::Relaxed)
     }
 
+    /// The script's last lines on stderr, one per line.
+    fn last_errors(&self) -> String {
+        let errors = self.errors.lock().unwrap();
+        if errors.is_empty() {
+            return "none".to_string();
+        }
+        errors.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
     /// Waits until at least `done` input records are committed.
     pub fn wait_for(&mut self, done: i64) {
         while self.progress() < done {
             assert!(
                 Instant::now() < self.deadline && self.child.try_wait().unwrap().is_none(),
-                "no progress past {} (waiting for {done})",
-                self.progress()
+                "no progress past {} (waiting for {done}); the loop's last errors:\n{}",
+                self.progress(),
+                self.last_errors()
             );
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -87,7 +116,11 @@ impl EosLoop {
         while self.child.try_wait().unwrap().is_none() {
             if Instant::now() > self.deadline {
                 let _ = self.child.kill();
-                panic!("the loop did not finish; progress {}", self.progress());
+                panic!(
+                    "the loop did not finish; progress {}; its last errors:\n{}",
+                    self.progress(),
+                    self.last_errors()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
