@@ -113,37 +113,41 @@ impl FrameReader {
             // before, or a few KiB zeroed), so an idle connection's next request costs no recv
             // that finds nothing.
             let reads_ready = R::READS_READY && ask > IDLE_READ_CHUNK_BYTES;
-            if reads_ready {
+            let ready = if reads_ready {
                 self.reserve_for(ask);
-                if let Some(read) = stream.read_ready(&mut self.buf, ask) {
+                stream.read_ready(&mut self.buf, ask)
+            } else {
+                None
+            };
+            let (n, asked) = match ready {
+                Some(read) => {
                     let n = read?;
                     self.initialized = self.initialized.max(self.buf.len());
-                    self.streaming = n == ask;
-                    if n == 0 {
-                        return Err(FrameError::Closed);
-                    }
-                    continue;
+                    (n, ask)
                 }
-            }
-            // Nothing has arrived yet (or the stream reads only through AsyncRead): wait for
-            // it with a read into initialized memory. A stream that reads what is ready asks
-            // here only for an idle connection's chunk, memory this buffer has initialized
-            // before; the rest of a large frame is then read ready, unzeroed.
-            let ask = if reads_ready {
-                ask.min(IDLE_READ_CHUNK_BYTES)
-            } else {
-                ask
-            };
-            self.grow_initialized(have + ask);
-            let n = match stream.read(&mut self.buf[have..]).await {
-                Ok(n) => n,
-                Err(e) => {
-                    self.buf.truncate(have);
-                    return Err(e.into());
+                // Nothing has arrived yet (or the stream reads only through AsyncRead): wait
+                // for it with a read into initialized memory. A stream that reads what is
+                // ready asks here only for an idle connection's chunk, memory this buffer has
+                // initialized before; the rest of a large frame is then read ready, unzeroed.
+                None => {
+                    let ask = if reads_ready {
+                        ask.min(IDLE_READ_CHUNK_BYTES)
+                    } else {
+                        ask
+                    };
+                    self.grow_initialized(have + ask);
+                    let n = match stream.read(&mut self.buf[have..]).await {
+                        Ok(n) => n,
+                        Err(e) => {
+                            self.buf.truncate(have);
+                            return Err(e.into());
+                        }
+                    };
+                    self.buf.truncate(have + n);
+                    (n, ask)
                 }
             };
-            self.buf.truncate(have + n);
-            self.streaming = n == ask;
+            self.streaming = n == asked;
             if n == 0 {
                 return Err(FrameError::Closed);
             }
