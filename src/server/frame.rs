@@ -230,49 +230,37 @@ mod tests {
     use std::pin::Pin;
     use std::task::{Context, Poll};
 
-    /// A socket that hands out `pieces` one per read (as much of each as the read asks for)
-    /// and records how many bytes each read asked for.
-    struct Pieces {
-        pieces: std::collections::VecDeque<Vec<u8>>,
-        asks: Vec<usize>,
-    }
-
-    impl futures::AsyncRead for Pieces {
-        fn poll_read(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            buf: &mut [u8],
-        ) -> Poll<io::Result<usize>> {
-            self.asks.push(buf.len());
-            let Some(mut piece) = self.pieces.pop_front() else {
-                return Poll::Ready(Ok(0));
-            };
-            let n = piece.len().min(buf.len());
-            buf[..n].copy_from_slice(&piece[..n]);
-            if n < piece.len() {
-                self.pieces.push_front(piece.split_off(n));
-            }
-            Poll::Ready(Ok(n))
-        }
-    }
-
-    impl FrameSource for Pieces {}
-
-    /// A plain socket: what has `arrived` is read ready (all of it up to the ask, as recv
-    /// reads), what arrives `later` only after a wait, through `AsyncRead`, which records its
-    /// asks.
+    /// A piece of what a socket will deliver: arrived already, or only after a wait.
     enum Arrival {
         Arrived(Vec<u8>),
         Later(Vec<u8>),
     }
 
-    struct Socket {
+    /// A socket. Through `AsyncRead` it hands out one piece a read (as much of it as the read
+    /// asks for) and records each ask. With `READS_READY`, what has arrived is also read ready
+    /// (all of it up to the ask, as recv reads); what arrives later only after a wait.
+    struct Socket<const READS_READY: bool> {
         arrivals: std::collections::VecDeque<Arrival>,
         waited_asks: Vec<usize>,
         read_ready_bytes: usize,
     }
 
-    impl futures::AsyncRead for Socket {
+    impl<const READS_READY: bool> Socket<READS_READY> {
+        fn new(arrivals: impl IntoIterator<Item = Arrival>) -> Self {
+            Socket {
+                arrivals: arrivals.into_iter().collect(),
+                waited_asks: Vec::new(),
+                read_ready_bytes: 0,
+            }
+        }
+    }
+
+    /// A socket read only through `AsyncRead`, `pieces` one per read.
+    fn waiting_socket(pieces: impl IntoIterator<Item = Vec<u8>>) -> Socket<false> {
+        Socket::new(pieces.into_iter().map(Arrival::Later))
+    }
+
+    impl<const READS_READY: bool> futures::AsyncRead for Socket<READS_READY> {
         fn poll_read(
             mut self: Pin<&mut Self>,
             _: &mut Context<'_>,
@@ -293,7 +281,9 @@ mod tests {
         }
     }
 
-    impl FrameSource for Socket {
+    impl FrameSource for Socket<false> {}
+
+    impl FrameSource for Socket<true> {
         const READS_READY: bool = true;
 
         fn read_ready(&mut self, buf: &mut BytesMut, ask: usize) -> Option<io::Result<usize>> {
@@ -337,17 +327,17 @@ mod tests {
     #[test]
     fn a_connection_between_small_requests_waits_with_a_small_read() {
         futures::executor::block_on(async {
-            let mut socket = Pieces {
-                pieces: [frame(b"metadata"), frame(b"produce")].into(),
-                asks: Vec::new(),
-            };
+            let mut socket = waiting_socket([frame(b"metadata"), frame(b"produce")]);
             let mut reader = FrameReader::new(100 << 20);
             assert_eq!(&next(&mut reader, &mut socket).await[..], b"metadata");
             assert_eq!(&next(&mut reader, &mut socket).await[..], b"produce");
             assert!(
-                socket.asks.iter().all(|&ask| ask <= IDLE_READ_CHUNK_BYTES),
+                socket
+                    .waited_asks
+                    .iter()
+                    .all(|&ask| ask <= IDLE_READ_CHUNK_BYTES),
                 "reads asked for {:?}",
-                socket.asks
+                socket.waited_asks
             );
         });
     }
@@ -357,18 +347,19 @@ mod tests {
         futures::executor::block_on(async {
             let bodies: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 1000 + i as usize]).collect();
             let stream: Vec<u8> = bodies.iter().flat_map(|b| frame(b)).collect();
-            let mut socket = Pieces {
-                pieces: [stream].into(),
-                asks: Vec::new(),
-            };
+            let mut socket = waiting_socket([stream]);
             let mut reader = FrameReader::new(100 << 20);
             for body in &bodies {
                 assert_eq!(&next(&mut reader, &mut socket).await[..], &body[..]);
             }
             // The first read fills its small ask; the next asks for a whole chunk.
-            assert_eq!(socket.asks[0], IDLE_READ_CHUNK_BYTES);
-            assert!(socket.asks.contains(&READ_CHUNK_BYTES), "{:?}", socket.asks);
-            assert!(socket.asks.len() <= 3, "{:?}", socket.asks);
+            assert_eq!(socket.waited_asks[0], IDLE_READ_CHUNK_BYTES);
+            assert!(
+                socket.waited_asks.contains(&READ_CHUNK_BYTES),
+                "{:?}",
+                socket.waited_asks
+            );
+            assert!(socket.waited_asks.len() <= 3, "{:?}", socket.waited_asks);
         });
     }
 
@@ -379,19 +370,15 @@ mod tests {
             let small = b"next".to_vec();
             let stream: Vec<u8> = [frame(&big), frame(&small), frame(&big)].concat();
             // 128 KiB a read, as loopback tends to deliver a 1 MiB request.
-            let pieces = stream.chunks(128 << 10).map(<[u8]>::to_vec).collect();
-            let mut socket = Pieces {
-                pieces,
-                asks: Vec::new(),
-            };
+            let mut socket = waiting_socket(stream.chunks(128 << 10).map(<[u8]>::to_vec));
             let mut reader = FrameReader::new(100 << 20);
             assert_eq!(&next(&mut reader, &mut socket).await[..], &big[..]);
             assert_eq!(&next(&mut reader, &mut socket).await[..], &small[..]);
             assert_eq!(&next(&mut reader, &mut socket).await[..], &big[..]);
             // Each read still asks for the rest of its frame (one read per piece)...
-            assert!(socket.asks.len() <= 20, "{:?}", socket.asks);
+            assert!(socket.waited_asks.len() <= 20, "{:?}", socket.waited_asks);
             // ...which adds up to several times the data.
-            let asked: usize = socket.asks.iter().sum();
+            let asked: usize = socket.waited_asks.iter().sum();
             assert!(
                 asked > 4 * stream.len(),
                 "asks {asked} for {} bytes",
@@ -439,11 +426,7 @@ mod tests {
             }
             arrivals.push_back(Arrival::Later(frame(b"metadata")));
             arrivals.push_back(Arrival::Arrived(frame(b"produce")));
-            let mut socket = Socket {
-                arrivals,
-                waited_asks: Vec::new(),
-                read_ready_bytes: 0,
-            };
+            let mut socket = Socket::<true>::new(arrivals);
             let mut reader = FrameReader::new(100 << 20);
             assert_eq!(&next(&mut reader, &mut socket).await[..], &big[..]);
             assert_eq!(&next(&mut reader, &mut socket).await[..], b"metadata");
