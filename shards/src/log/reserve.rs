@@ -14,8 +14,9 @@
 //! fast holds at most `AHEAD_MAX` beyond its end. A failed reservation (a full disk) is not an
 //! error: the write that follows goes as it would have, and fails as it would have.
 //!
-//! `ferrite-bench produce --partitions 1 --size 1024`, alternating rounds: 10-18% less broker
-//! CPU per GB with the reservation than without (`perf/results/reserve/2026-12-06.txt`).
+//! `ferrite-bench produce --partitions 1 --size 1024`, alternating rounds: 0.58-0.67 s of broker
+//! CPU per GB with the reservation against 0.66-0.69 without, lower in 2 of 3 rounds and equal
+//! in one (`perf/results/reserve/2026-12-06.txt`).
 
 use crate::uring::File;
 use std::cell::Cell;
@@ -122,6 +123,7 @@ pub(crate) async fn cut_past_end(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::tests::held_and_size;
 
     #[test]
     fn reserves_as_far_ahead_as_written_up_to_the_cap_and_the_segment() {
@@ -169,12 +171,6 @@ mod tests {
             let file = File::open(&path, libc::O_RDWR | libc::O_CREAT, 0o644)
                 .await
                 .unwrap();
-            let blocks = |f: &File| {
-                use std::os::fd::AsRawFd;
-                let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                assert_eq!(unsafe { libc::fstat(f.as_raw_fd(), &mut st) }, 0);
-                (st.st_size as u64, st.st_blocks as u64 * 512)
-            };
             reserve(
                 &file,
                 Ahead {
@@ -182,14 +178,14 @@ mod tests {
                     len: 1 << 20,
                 },
             );
-            let (size, held) = blocks(&file);
+            let (held, size) = held_and_size(&path);
             assert_eq!(size, 0, "KEEP_SIZE");
             assert!(held >= 1 << 20, "{held} bytes held");
             file.write_all_at(0, vec![crate::uring::WriteChunk::Owned(vec![7; 4096])])
                 .await
                 .unwrap();
             release(&file, 4096).await.unwrap();
-            let (size, held) = blocks(&file);
+            let (held, size) = held_and_size(&path);
             assert_eq!(size, 4096);
             assert!(held <= 8192, "{held} bytes held after release");
             assert_eq!(std::fs::read(&path).unwrap(), vec![7; 4096]);

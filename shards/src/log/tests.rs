@@ -996,7 +996,7 @@ both_modes!(
 );
 
 /// Bytes of disk a file holds and its size.
-fn held_and_size(path: &Path) -> (u64, u64) {
+pub(super) fn held_and_size(path: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).unwrap();
     (m.blocks() * 512, m.len())
