@@ -2,6 +2,7 @@
 //! membership, shared by the binary and its tests.
 
 pub mod assignor;
+pub mod buffer;
 pub mod client;
 pub mod consumer;
 mod group;

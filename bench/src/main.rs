@@ -90,6 +90,10 @@ pub struct Options {
     /// The most batch bytes in one produce request (Kafka's `max.request.size` default).
     #[arg(long, default_value_t = 1_048_576)]
     max_request_bytes: usize,
+    /// Bytes of records each producer holds until they are answered (Kafka's
+    /// `buffer.memory`); it waits for answers beyond it.
+    #[arg(long, default_value_t = ferrite_bench::buffer::DEFAULT_BUFFER_BYTES)]
+    buffer_bytes: u64,
     /// Longest a record waits for its batch to fill.
     #[arg(long, default_value_t = 5)]
     linger_ms: u64,

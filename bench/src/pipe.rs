@@ -2,6 +2,7 @@
 //! reader thread taking the responses in order, timing each request and each record, and
 //! handing back the batches a Kafka producer would retry.
 
+use crate::buffer::Buffer;
 use crate::client::{decode_response, encode_request, read_frame, Conn};
 use crate::stats::{Local, Stats};
 use anyhow::{Context, Result};
@@ -47,6 +48,9 @@ pub struct SentPart {
     pub due: Vec<Instant>,
     /// Value bytes, as the totals count them.
     pub bytes: u64,
+    /// Bytes its records hold in the producer's `Buffer`, given back when it is answered for
+    /// good.
+    pub held: u64,
     /// The encoded batch, kept for a retry.
     pub batch: Bytes,
     /// Sends so far.
@@ -113,10 +117,17 @@ pub struct Pipe {
     next_id: i32,
     sent: Arc<(Mutex<VecDeque<Sent>>, Condvar)>,
     reader: Option<std::thread::JoinHandle<()>>,
+    buffer: Arc<Buffer>,
 }
 
 impl Pipe {
-    pub fn open(addr: &str, stats: Arc<Stats>, acks: i16, retries: Arc<Retries>) -> Result<Pipe> {
+    pub fn open(
+        addr: &str,
+        stats: Arc<Stats>,
+        acks: i16,
+        retries: Arc<Retries>,
+        buffer: Arc<Buffer>,
+    ) -> Result<Pipe> {
         let conn = Conn::connect(addr)?;
         let version = conn.versions.of(ApiKey::Produce)?;
         let (stream, _) = conn.into_stream();
@@ -126,8 +137,9 @@ impl Pipe {
         } else {
             let read = stream.try_clone()?;
             let sent = sent.clone();
+            let buffer = buffer.clone();
             Some(std::thread::spawn(move || {
-                read_responses(read, &sent, &stats, &retries)
+                read_responses(read, &sent, &stats, &retries, &buffer)
             }))
         };
         Ok(Pipe {
@@ -136,7 +148,13 @@ impl Pipe {
             next_id: 1,
             sent,
             reader,
+            buffer,
         })
+    }
+
+    /// Whether a request can be sent without waiting for an answer.
+    pub fn has_room(&self) -> bool {
+        self.reader.is_none() || self.sent.0.lock().expect("pipe lock").len() < IN_FLIGHT_MAX
     }
 
     /// Sends a produce request, waiting while `IN_FLIGHT_MAX` are unanswered.
@@ -153,6 +171,8 @@ impl Pipe {
             for p in &parts {
                 stats.add(p.due.len() as u64, p.bytes);
             }
+            // acks=0: nothing will answer, so the records are done with once written.
+            self.buffer.answered(parts.iter().map(|p| p.held).sum());
             return Ok(());
         }
         {
@@ -207,6 +227,7 @@ fn read_responses(
     sent: &(Mutex<VecDeque<Sent>>, Condvar),
     stats: &Stats,
     retries: &Retries,
+    buffer: &Buffer,
 ) {
     let mut local = Local::default();
     while let Ok(frame) = read_frame(&mut read) {
@@ -222,16 +243,19 @@ fn read_responses(
         let Some(s) = taken else {
             break;
         };
-        let answered = || {
+        // The window slot is freed before the buffer is told, so a producer woken by the
+        // buffer finds it.
+        let answered = |released: u64| {
             sent.0.lock().expect("pipe lock").pop_front();
             sent.1.notify_all();
+            buffer.answered(released);
         };
         let now = Instant::now();
         local.record_request(now.saturating_duration_since(s.sent_at));
         let Ok((_, resp)) = decode_response::<ProduceRequest>(s.version, frame) else {
             let lost: usize = s.parts.iter().map(|p| p.due.len()).sum();
             stats.error(-1, lost as u64);
-            answered();
+            answered(s.parts.iter().map(|p| p.held).sum());
             continue;
         };
         let code_of = |partition: i32| {
@@ -242,10 +266,13 @@ fn read_responses(
                 .map(|p| p.error_code)
                 .unwrap_or(-1)
         };
+        let mut released = 0;
         for part in s.parts {
             let code = code_of(part.partition);
             match (code, retriable(code)) {
                 (0, _) => {
+                    released += part.held;
+                    stats.produce_batches.fetch_add(1, Ordering::Relaxed);
                     stats.add(part.due.len() as u64, part.bytes);
                     for due in &part.due {
                         local.record_ack(now.saturating_duration_since(*due));
@@ -258,11 +285,14 @@ fn read_responses(
                         .fetch_add(part.due.len() as u64, Ordering::Relaxed);
                     retries.push(part, leader_moved);
                 }
-                _ => stats.error(code, part.due.len() as u64),
+                _ => {
+                    released += part.held;
+                    stats.error(code, part.due.len() as u64)
+                }
             }
         }
         local.merge_into(stats, false);
-        answered();
+        answered(released);
     }
     // The connection ended with requests unanswered: their records are lost, not left out.
     let unanswered: Vec<Sent> = sent.0.lock().expect("pipe lock").drain(..).collect();
@@ -272,6 +302,7 @@ fn read_responses(
         if lost > 0 {
             stats.error(-1, lost as u64);
         }
+        buffer.answered(s.parts.iter().map(|p| p.held).sum());
     }
     local.merge_into(stats, true);
 }

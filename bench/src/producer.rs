@@ -5,6 +5,7 @@
 //! producer number, sequence — so consumers can time end-to-end latency and check content. The
 //! value is `--size` bytes of a fixed pattern (shared, so building a record copies nothing).
 
+use crate::buffer::Buffer;
 use crate::client::TopicLayout;
 use crate::partitioner::{partition_for_key, Partitioner};
 use crate::pipe::SentPart;
@@ -31,6 +32,9 @@ pub struct ProduceConfig {
     /// The most batch bytes one produce request carries (Kafka's `max.request.size`); a
     /// flush of more partitions goes out as several requests.
     pub max_request_bytes: usize,
+    /// Bytes of records one producer holds until they are answered (Kafka's `buffer.memory`);
+    /// it waits for answers beyond it.
+    pub buffer_bytes: u64,
     pub linger: Duration,
     pub acks: i16,
     pub compression: Compression,
@@ -106,11 +110,18 @@ impl Producer {
             m / n + u64::from((self.id as u64) < m % n)
         });
         let rate = cfg.rate.map(|r| r / cfg.producers as f64);
+        let transactional_id = cfg
+            .transactional_id
+            .as_ref()
+            .map(|prefix| format!("{prefix}-{}", self.id));
+        let buffer = Arc::new(Buffer::new(cfg.buffer_bytes));
         let mut sender = Sender::open(
             &cfg.topic,
             cfg.acks,
             cfg.max_request_bytes,
+            transactional_id.clone(),
             self.layout.clone(),
+            buffer.clone(),
             self.stats.clone(),
         )?;
         let partitions = self.layout.partitions.clone();
@@ -127,13 +138,14 @@ impl Producer {
         let mut next_partition = self.id as usize % partitions.len();
         let mut seq: u64 = 0;
         let mut next_linger_check = start;
-        let mut txn = match &cfg.transactional_id {
-            Some(prefix) => Some(Transactions::init(
-                sender.bootstrap(),
-                format!("{prefix}-{}", self.id),
-            )?),
+        let mut txn = match transactional_id {
+            Some(id) => Some(Transactions::init(sender.bootstrap(), id)?),
             None => None,
         };
+        // Bytes of records in the accumulators (not yet handed to the sender), and the
+        // responses the sender last saw: a new one may have opened a window slot.
+        let mut lingering: u64 = 0;
+        let mut responses_seen = buffer.responses();
         let mut in_txn: u64 = 0;
         loop {
             if share.is_some_and(|s| seq >= s)
@@ -146,6 +158,29 @@ impl Producer {
                 Some(s) => s.wait_for(&clock, seq),
                 None => clock.now(),
             };
+            // Queued batches go as soon as a response frees a slot (this thread is also
+            // Kafka's sender thread, so it looks once a record).
+            if buffer.responses() != responses_seen {
+                responses_seen = buffer.responses();
+                sender.pump(false)?;
+            }
+            // A full buffer makes every batch ready (Kafka's accumulator counts itself
+            // "exhausted") and the record waits for answers, as `KafkaProducer.send` blocks.
+            // Batches are closed only once the sender has sent everything queued before: a
+            // batch closed while others still wait for a slot could have taken more records.
+            while buffer.is_full(lingering) {
+                if lingering > 0 && !sender.has_queued() {
+                    self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |_, a| {
+                        !a.records.is_empty()
+                    })?;
+                    lingering = 0;
+                    continue;
+                }
+                buffer.wait_for_response(responses_seen, Duration::from_millis(10));
+                responses_seen = buffer.responses();
+                sender.resend_due()?;
+                sender.pump(false)?;
+            }
             let key = keys
                 .as_ref()
                 .map(|k| k[(seq % k.len() as u64) as usize].clone());
@@ -174,6 +209,7 @@ impl Producer {
             let record = self.record(key, value.clone(), due, seq);
             let acc = &mut accs[slot];
             acc.bytes += cfg.size + 40;
+            lingering += (cfg.size + 40) as u64;
             acc.records.push(record);
             acc.due.push(due);
             // Linger counts from when the record joined the batch, not from when it was due:
@@ -181,9 +217,10 @@ impl Producer {
             acc.first_at.get_or_insert_with(Instant::now);
             seq += 1;
             if acc.bytes >= cfg.batch_bytes {
-                self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |i, _| {
-                    i == slot
-                })?;
+                lingering -=
+                    self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |i, _| {
+                        i == slot
+                    })?;
                 if cfg.partitioner == Partitioner::Sticky && keyless {
                     next_partition = (next_partition + 1) % partitions.len();
                 }
@@ -193,6 +230,7 @@ impl Producer {
                 if in_txn >= cfg.transaction_records {
                     self.commit(&mut sender, &partitions, &mut accs, t)?;
                     in_txn = 0;
+                    lingering = 0;
                 }
             }
             // Lingering batches are looked for at most every tenth of the linger (at least every
@@ -206,17 +244,20 @@ impl Producer {
                 };
                 sender.resend_due()?;
                 if accs.iter().any(lingered) {
-                    self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |_, a| {
-                        lingered(a)
-                    })?;
+                    lingering -=
+                        self.flush(&mut sender, &partitions, &mut accs, txn.as_mut(), |_, a| {
+                            lingered(a)
+                        })?;
                 }
             }
         }
         match txn.as_mut() {
             Some(t) if in_txn > 0 => self.commit(&mut sender, &partitions, &mut accs, t)?,
-            _ => self.flush(&mut sender, &partitions, &mut accs, None, |_, a| {
-                !a.records.is_empty()
-            })?,
+            _ => {
+                self.flush(&mut sender, &partitions, &mut accs, None, |_, a| {
+                    !a.records.is_empty()
+                })?;
+            }
         }
         sender.finish()?;
         Ok(seq)
@@ -260,8 +301,8 @@ impl Producer {
         Ok(())
     }
 
-    /// Sends the partitions `ready` picks (and any retries now due); in a transaction, as
-    /// its batches.
+    /// Hands the partitions `ready` picks to the sender (with any retries now due); in a
+    /// transaction, as its batches. Returns the bytes handed over (their `Accumulator::bytes`).
     fn flush(
         &self,
         sender: &mut Sender,
@@ -269,9 +310,10 @@ impl Producer {
         accs: &mut [Accumulator],
         mut txn: Option<&mut Transactions>,
         ready: impl Fn(usize, &Accumulator) -> bool,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         sender.resend_due()?;
         let mut parts = Vec::new();
+        let mut handed = 0;
         for (i, acc) in accs.iter_mut().enumerate() {
             if acc.records.is_empty() || !ready(i, acc) {
                 continue;
@@ -279,9 +321,11 @@ impl Producer {
             let producer = txn
                 .as_deref_mut()
                 .map(|t| t.next_batch(partitions[i], acc.records.len()));
+            handed += acc.bytes as u64;
             parts.push(SentPart {
                 partition: partitions[i],
                 bytes: (acc.records.len() * self.cfg.size) as u64,
+                held: acc.bytes as u64,
                 batch: encode_batch(&acc.records, self.cfg.compression, producer)?,
                 due: std::mem::take(&mut acc.due),
                 attempts: 0,
@@ -290,7 +334,8 @@ impl Producer {
             acc.bytes = 0;
             acc.first_at = None;
         }
-        sender.send(parts, txn.as_deref().map(|t| t.transactional_id()))
+        sender.send(parts)?;
+        Ok(handed)
     }
 }
 

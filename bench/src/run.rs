@@ -174,6 +174,7 @@ fn produce_config(o: &Options) -> ProduceConfig {
         size: o.size,
         batch_bytes: o.batch_bytes,
         max_request_bytes: o.max_request_bytes,
+        buffer_bytes: o.buffer_bytes,
         linger: Duration::from_millis(o.linger_ms),
         // A transactional producer writes with acks=all (Kafka's producer requires it).
         acks: if o.transactional_id.is_some() {
@@ -337,6 +338,18 @@ fn summarize(
     if let Some(v) = &request {
         println!("{}", latency_line("produce request latency", v));
     }
+    let produce_batches = producing.produce_batches.load(Ordering::Relaxed);
+    let produce_requests = request
+        .as_ref()
+        .and_then(|v| v["count"].as_u64())
+        .unwrap_or(0);
+    if produce_batches > 0 && produce_requests > 0 {
+        println!(
+            "produce requests: {produce_requests}, {:.1} batches each, {:.1} records a batch",
+            produce_batches as f64 / produce_requests as f64,
+            producing.messages.load(Ordering::Relaxed) as f64 / produce_batches as f64,
+        );
+    }
     let produce_retries = producing.produce_retries.load(Ordering::Relaxed);
     let produce_retried_records = producing.produce_retried_records.load(Ordering::Relaxed);
     if produce_retries > 0 {
@@ -396,13 +409,15 @@ fn summarize(
             "transactions": transactions,
             "transaction_costs": transaction_json,
             "sent": sent_total,
+            "produce_batches": produce_batches,
+            "produce_requests": produce_requests,
             "produce_retries": produce_retries,
             "produce_retried_records": produce_retried_records,
             "partitions": layout.partitions.len(),
             "timeline": reported.timeline.iter().map(Tick::json).collect::<Vec<_>>(),
             "config": {
                 "brokers": o.brokers, "topic": o.topic, "size": o.size, "batch_bytes": o.batch_bytes,
-                "max_request_bytes": o.max_request_bytes,
+                "max_request_bytes": o.max_request_bytes, "buffer_bytes": o.buffer_bytes,
                 "linger_ms": o.linger_ms, "acks": format!("{:?}", o.acks), "compression": format!("{:?}", o.compression),
                 "keys": o.keys, "partitioner": format!("{:?}", o.partitioner), "producers": o.producers,
                 "consumers": o.consumers, "rate": o.rate, "warmup": o.warmup, "messages": o.messages,

@@ -25,6 +25,9 @@ pub struct Stats {
     /// Produce requests, from sending to the response: what the broker and the connection
     /// take, without the time records wait in the producer for their batch or for a free slot.
     request: Mutex<Histogram<u64>>,
+    /// Produce batches acknowledged: with the requests (`request`'s count) and the messages,
+    /// the shape of what the producer sent, which the broker's cost per GB depends on.
+    pub produce_batches: AtomicU64,
     /// Produce batches sent again after a retriable error, and their records.
     pub produce_retries: AtomicU64,
     pub produce_retried_records: AtomicU64,
@@ -52,6 +55,7 @@ impl Default for Stats {
             ack: Mutex::new(histogram()),
             e2e: Mutex::new(histogram()),
             request: Mutex::new(histogram()),
+            produce_batches: AtomicU64::new(0),
             produce_retries: AtomicU64::new(0),
             produce_retried_records: AtomicU64::new(0),
             transactions: AtomicU64::new(0),
@@ -153,6 +157,7 @@ impl Stats {
         self.e2e.lock().expect("stats lock").reset();
         self.request.lock().expect("stats lock").reset();
         for counter in [
+            &self.produce_batches,
             &self.produce_retries,
             &self.produce_retried_records,
             &self.transactions,

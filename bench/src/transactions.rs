@@ -114,10 +114,6 @@ impl Transactions {
         })
     }
 
-    pub fn transactional_id(&self) -> &str {
-        &self.id
-    }
-
     /// Begins a transaction over `partitions` of `topic`; returns the calls retried.
     pub fn begin(&mut self, topic: &str, partitions: &[i32]) -> Result<u64> {
         let request = AddPartitionsToTxnRequest::default()

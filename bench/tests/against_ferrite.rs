@@ -378,3 +378,46 @@ fn sticky_keyless_records_fill_a_batch_before_moving_on() {
     }
     assert_eq!(per_partition, [63 * 16, 63 * 16, 62 * 16, 62 * 16]);
 }
+
+/// A producer holds at most `--buffer-bytes` of records until they are answered (Kafka's
+/// `buffer.memory`): with room for less than one record, every record waits for the answer to
+/// the one before, so each goes alone, as one batch in one request. Without the bound the 16
+/// records of a 16 KiB batch would go together.
+#[test]
+fn a_producer_waits_for_answers_beyond_its_buffer() {
+    let broker = Broker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("buffer.json");
+    let out = bench(&[
+        "produce",
+        "--brokers",
+        &broker.addr,
+        "--topic",
+        "buffered",
+        "--create",
+        "--partitions",
+        "4",
+        "--messages",
+        "200",
+        "--size",
+        "1000",
+        "--batch-bytes",
+        "16384",
+        "--partitioner",
+        "sticky",
+        "--buffer-bytes",
+        "1",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&path);
+    assert_eq!(r["messages"], 200);
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["produce_batches"], 200, "{r}");
+    assert_eq!(r["produce_requests"], 200, "{r}");
+}
