@@ -1,4 +1,5 @@
-//! Fetch long polls woken by appends on another core, and produce with acks=0.
+//! Fetch long polls woken by appends on another core, produce with acks=0, and a request over
+//! both shards' partitions: one cross-core call per request, pipelined requests kept in order.
 
 mod common;
 
@@ -9,7 +10,7 @@ use ferrite_shards::batch::build::{build_batch, NewRecord, ProducerFields};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, FetchResponse, ProduceRequest, ResponseHeader, TopicName,
+    ApiKey, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use std::io::Write;
@@ -119,4 +120,77 @@ fn acks_0_gets_no_answer_and_is_written() {
         None,
     );
     assert_eq!(String::from_utf8(out).unwrap().lines().count(), 5);
+}
+
+/// Cross-core calls so far, both shards together (`ferrite_router_calls_total`, remote).
+fn remote_calls(broker: &Broker) -> f64 {
+    let (_, body) = common::http_get(&broker.metrics_addr, "/metrics");
+    body.lines()
+        .filter(|l| l.starts_with("ferrite_router_calls_total{") && l.contains("target=\"remote\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Ten pipelined produce requests, each with a batch for every one of 64 partitions spread over
+/// two shards: every partition holds them in request order (request k's batch at offset k), and
+/// the connection's shard reached the other with about one call per request (all of a request's
+/// partitions there in one call), not one per partition (32 a request).
+#[test]
+fn a_request_over_both_shards_is_one_call_and_pipelined_requests_stay_in_order() {
+    const PARTITIONS: i32 = 64;
+    const REQUESTS: i32 = 10;
+    let broker = Broker::start(&["--cores", "2"]);
+    let (code, message) = common::wire::create_topic(&broker, "spread", PARTITIONS);
+    assert_eq!(code, 0, "{message}");
+    let request = |k: i32| {
+        let data = (0..PARTITIONS)
+            .map(|p| {
+                let batch = build_batch(
+                    &[NewRecord {
+                        value: Some(Bytes::from(format!("request {k} partition {p}"))),
+                        timestamp_ms: 1,
+                        ..Default::default()
+                    }],
+                    ProducerFields::NONE,
+                );
+                PartitionProduceData::default()
+                    .with_index(p)
+                    .with_records(Some(batch))
+            })
+            .collect();
+        let req = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("spread")))
+                .with_partition_data(data)]);
+        frame(ApiKey::Produce, 7, k, &req)
+    };
+    let remote_before = remote_calls(&broker);
+    let mut producer = connect(&broker);
+    producer
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    for k in 0..REQUESTS {
+        producer.write_all(&request(k)).unwrap();
+    }
+    for k in 0..REQUESTS {
+        let mut body = read_frame(&mut producer).expect("produce answered");
+        let header = ResponseHeader::decode(&mut body, 0).unwrap();
+        assert_eq!(header.correlation_id, k);
+        let resp = ProduceResponse::decode(&mut body, 7).unwrap();
+        let partitions = &resp.responses[0].partition_responses;
+        assert_eq!(partitions.len(), PARTITIONS as usize);
+        for (p, answer) in partitions.iter().enumerate() {
+            assert_eq!(answer.index, p as i32);
+            assert_eq!(answer.error_code, 0, "request {k} partition {p}");
+            assert_eq!(answer.base_offset, k as i64, "request {k} partition {p}");
+        }
+    }
+    let remote_after = remote_calls(&broker);
+    let calls = remote_after - remote_before;
+    assert!(
+        calls <= (REQUESTS + 5) as f64,
+        "{calls} cross-core calls for {REQUESTS} requests"
+    );
 }

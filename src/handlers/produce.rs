@@ -1,8 +1,11 @@
 //! Produce: append each partition's record set on the shard that owns the partition.
 //!
-//! A request carries batches for partitions that live on different cores, so each partition's
-//! append is sent to its owner; all of them start at once, in request order, which keeps a
-//! connection's pipelined requests in order on every partition they share.
+//! A request carries batches for partitions that live on different cores. The checks that need
+//! no partition run here, on the connection's shard; then each owner shard gets one call with
+//! all of its partitions' appends (a request over 1,000 partitions is two cross-core calls on
+//! two shards, not a thousand), which starts them at once in request order. Calls to one shard
+//! run in the order they were sent, so a connection's pipelined requests stay in order on
+//! every partition they share.
 //!
 //! Request-level rules come first, in Kafka's order (`produce_checks.rs`); Produce v0–2 may
 //! carry magic 0/1 message sets, which are up-converted here, on the connection's shard,
@@ -23,12 +26,15 @@ use ferrite_shards::batch::record_checks::RecordError;
 use ferrite_shards::batch::{BatchError, MAGIC_V2};
 use ferrite_shards::log::AppendInfo;
 use ferrite_shards::partition::Partition;
+use ferrite_shards::placement::ShardId;
 use ferrite_shards::Error;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Why a partition's records were not appended, with what Kafka's response carries for it.
@@ -78,7 +84,9 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                 .map(move |p| (t.name.0.as_str(), p.index))
         }),
     ));
-    let mut calls = Vec::new();
+    // Each partition, in request order: refused here, or an append for its owner.
+    let mut outcomes: Vec<Option<Outcome>> = Vec::new();
+    let mut by_owner: BTreeMap<ShardId, Vec<(usize, Append)>> = BTreeMap::new();
     let mut layout = Vec::with_capacity(body.topic_data.len());
     for topic in body.topic_data {
         let name = topic.name.0.to_string();
@@ -87,6 +95,7 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
         let mut indexes = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
             indexes.push(p.index);
+            let slot = outcomes.len();
             let denied = (!authorized).then(|| {
                 (
                     ErrorCode::TOPIC_AUTHORIZATION_FAILED,
@@ -96,33 +105,37 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
             let before_append = request_refusal.clone().or(denied).or_else(|| {
                 partition_refusal(shard, req, &name, p.index, acks, p.records.as_ref())
             });
-            let name = name.clone();
-            let transactional_id = transactional_id.clone();
-            calls.push(async move {
-                if let Some(r) = before_append {
-                    return Err(Failure::from(r));
+            let at = AppendAt {
+                topic: &name,
+                index: p.index,
+                acks,
+                timeout,
+                transactional_id: transactional_id.as_deref(),
+                version: req.version,
+            };
+            match before_append
+                .map(Failure::from)
+                .map_or_else(|| prepare(shard, at, p.records), Err)
+            {
+                Ok((owner, append)) => {
+                    by_owner.entry(owner).or_default().push((slot, append));
+                    outcomes.push(None);
                 }
-                let Some(records) = p.records else {
-                    return Err(Failure::from((
-                        ErrorCode::CORRUPT_MESSAGE,
-                        "the record set is null".to_string(),
-                    )));
-                };
-                let records = up_converted(shard, records)?;
-                let at = AppendAt {
-                    topic: &name,
-                    index: p.index,
-                    acks,
-                    timeout,
-                    transactional_id: transactional_id.as_deref(),
-                    version: req.version,
-                };
-                append(shard, at, records).await
-            });
+                Err(failure) => outcomes.push(Some(Err(failure))),
+            }
         }
         layout.push((topic.name, indexes));
     }
-    let outcomes: Vec<Outcome> = futures::future::join_all(calls).await;
+    let calls = by_owner
+        .into_iter()
+        .map(|(owner, appends)| append_on(shard, owner, appends));
+    for (slot, outcome) in futures::future::join_all(calls).await.into_iter().flatten() {
+        outcomes[slot] = Some(outcome);
+    }
+    let outcomes: Vec<Outcome> = outcomes
+        .into_iter()
+        .map(|o| o.expect("every partition refused or appended"))
+        .collect();
     for failure in outcomes.iter().filter_map(|o| o.as_ref().err()) {
         errors::refused(shard, ApiKey::Produce, failure.code, &failure.message);
     }
@@ -220,61 +233,125 @@ struct AppendAt<'a> {
     version: i16,
 }
 
-/// Appends on the owner and, for acks=all, waits for the ISR. Transactional records are
-/// verified with the transaction coordinator first (KIP-890), unless their producer's
-/// transaction is already open in the partition.
-async fn append(shard: &Shard, at: AppendAt<'_>, records: Bytes) -> Outcome {
-    let AppendAt {
-        topic,
-        index,
-        acks,
-        timeout,
-        version,
-        ..
-    } = at;
-    let required = required_isr(shard, topic);
-    let txn = produce_checks::transactional_producer(&records)
-        .filter(|&(pid, _)| pid >= 0)
-        .zip(at.transactional_id.map(str::to_string));
-    let verification = shard.config.broker.transactions.verification;
+/// One partition's append, ready to run on its owner.
+struct Append {
+    topic: String,
+    index: i32,
+    records: Bytes,
+    acks: i16,
+    timeout: Duration,
+    /// `min.insync.replicas` of the topic, for acks=all.
+    required: i32,
+    /// A transactional producer's records: its (producer id, epoch) and transactional id.
+    txn: Option<((i64, i16), String)>,
+    version: i16,
+    verification: bool,
+}
+
+/// The checks that need the partition's metadata but not the partition (its existence, this
+/// broker's leadership, the record set's form), on the connection's shard: the owner and the
+/// append, or the failure.
+fn prepare(
+    shard: &Shard,
+    at: AppendAt<'_>,
+    records: Option<Bytes>,
+) -> Result<(ShardId, Append), Failure> {
+    let Some(records) = records else {
+        return Err(Failure::from((
+            ErrorCode::CORRUPT_MESSAGE,
+            "the record set is null".to_string(),
+        )));
+    };
+    let records = up_converted(shard, records)?;
     let owner = {
         let metadata = shard.metadata();
-        match metadata.partition(topic, index) {
+        match metadata.partition(at.topic, at.index) {
             Some(info) if shard.leads(info) => info.shard,
             Some(_) => return Err(code_failure(ErrorCode::NOT_LEADER_OR_FOLLOWER)),
             None => return Err(code_failure(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)),
         }
     };
-    let topic = topic.to_string();
-    let outcome = on_shard(shard, owner, move |s| async move {
-        let Some(part) = s.partition(&topic, index) else {
-            return Err(code_failure(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
-        };
-        let epoch = part.leader_epoch();
-        let info = match txn {
-            None => part
-                .produce(&records)
-                .await
-                .map_err(|e| append_failure(&e, &part))?,
-            Some(((pid, producer_epoch), id)) => {
-                let txn = InTxn {
-                    id,
-                    pid,
-                    producer_epoch,
-                    topic,
-                    version,
-                    verification,
-                };
-                in_turn(s, part.clone(), records, txn).await?
-            }
-        };
-        if acks == -1 {
-            committed(&part, &info, epoch, required, timeout).await?;
-        }
-        Ok(info)
+    let txn = produce_checks::transactional_producer(&records)
+        .filter(|&(pid, _)| pid >= 0)
+        .zip(at.transactional_id.map(str::to_string));
+    let append = Append {
+        topic: at.topic.to_string(),
+        index: at.index,
+        records,
+        acks: at.acks,
+        timeout: at.timeout,
+        required: required_isr(shard, at.topic),
+        txn,
+        version: at.version,
+        verification: shard.config.broker.transactions.verification,
+    };
+    Ok((owner, append))
+}
+
+/// Runs `appends` (each with its slot in the request) on their owner in one cross-core call,
+/// all started at once in order; a stopped owner fails them all as not the leader.
+async fn append_on(
+    shard: &Shard,
+    owner: ShardId,
+    appends: Vec<(usize, Append)>,
+) -> Vec<(usize, Outcome)> {
+    let slots: Vec<usize> = appends.iter().map(|(slot, _)| *slot).collect();
+    let outcomes = on_shard(shard, owner, move |s| async move {
+        let appends = appends.into_iter().map(|(slot, append)| {
+            let s = s.clone();
+            async move { (slot, append_here(s, append).await) }
+        });
+        futures::future::join_all(appends).await
     })
     .await;
-    outcome.unwrap_or_else(|| Err(code_failure(ErrorCode::NOT_LEADER_OR_FOLLOWER)))
+    outcomes.unwrap_or_else(|| {
+        slots
+            .into_iter()
+            .map(|slot| (slot, Err(code_failure(ErrorCode::NOT_LEADER_OR_FOLLOWER))))
+            .collect()
+    })
+}
+
+/// Appends on the owner and, for acks=all, waits for the ISR. Transactional records are
+/// verified with the transaction coordinator first (KIP-890), unless their producer's
+/// transaction is already open in the partition.
+async fn append_here(s: Rc<Shard>, append: Append) -> Outcome {
+    let Append {
+        topic,
+        index,
+        records,
+        acks,
+        timeout,
+        required,
+        txn,
+        version,
+        verification,
+    } = append;
+    let Some(part) = s.partition(&topic, index) else {
+        return Err(code_failure(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
+    };
+    let epoch = part.leader_epoch();
+    let info = match txn {
+        None => part
+            .produce(&records)
+            .await
+            .map_err(|e| append_failure(&e, &part))?,
+        Some(((pid, producer_epoch), id)) => {
+            let txn = InTxn {
+                id,
+                pid,
+                producer_epoch,
+                topic,
+                version,
+                verification,
+            };
+            in_turn(s, part.clone(), records, txn).await?
+        }
+    };
+    if acks == -1 {
+        committed(&part, &info, epoch, required, timeout).await?;
+    }
+    Ok(info)
 }
 
 fn code_failure(code: ErrorCode) -> Failure {
