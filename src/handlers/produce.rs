@@ -113,10 +113,11 @@ pub async fn handle(shard: &Shard, req: &Request, body: ProduceRequest) -> Respo
                 transactional_id: transactional_id.as_deref(),
                 version: req.version,
             };
-            match before_append
-                .map(Failure::from)
-                .map_or_else(|| prepare(shard, at, p.records), Err)
-            {
+            let prepared = match before_append {
+                Some(refusal) => Err(Failure::from(refusal)),
+                None => prepare(shard, at, p.records),
+            };
+            match prepared {
                 Ok((owner, append)) => {
                     by_owner.entry(owner).or_default().push((slot, append));
                     outcomes.push(None);
