@@ -57,6 +57,11 @@ pub struct SentPart {
     pub attempts: u32,
 }
 
+/// The bytes `parts` hold in the producer's `Buffer`.
+pub fn held_bytes(parts: &[SentPart]) -> u64 {
+    parts.iter().map(|p| p.held).sum()
+}
+
 /// What a sent request was, kept until its response arrives.
 struct Sent {
     version: i16,
@@ -172,7 +177,7 @@ impl Pipe {
                 stats.add(p.due.len() as u64, p.bytes);
             }
             // acks=0: nothing will answer, so the records are done with once written.
-            self.buffer.answered(parts.iter().map(|p| p.held).sum());
+            self.buffer.answered(held_bytes(&parts));
             return Ok(());
         }
         {
@@ -255,7 +260,7 @@ fn read_responses(
         let Ok((_, resp)) = decode_response::<ProduceRequest>(s.version, frame) else {
             let lost: usize = s.parts.iter().map(|p| p.due.len()).sum();
             stats.error(-1, lost as u64);
-            answered(s.parts.iter().map(|p| p.held).sum());
+            answered(held_bytes(&s.parts));
             continue;
         };
         let code_of = |partition: i32| {
@@ -302,7 +307,7 @@ fn read_responses(
         if lost > 0 {
             stats.error(-1, lost as u64);
         }
-        buffer.answered(s.parts.iter().map(|p| p.held).sum());
+        buffer.answered(held_bytes(&s.parts));
     }
     local.merge_into(stats, true);
 }

@@ -160,8 +160,9 @@ impl Producer {
             };
             // Queued batches go as soon as a response frees a slot (this thread is also
             // Kafka's sender thread, so it looks once a record).
-            if buffer.responses() != responses_seen {
-                responses_seen = buffer.responses();
+            let responses = buffer.responses();
+            if responses != responses_seen {
+                responses_seen = responses;
                 sender.pump(false)?;
             }
             // A full buffer makes every batch ready (Kafka's accumulator counts itself

@@ -6,7 +6,7 @@
 
 use crate::buffer::Buffer;
 use crate::client::{topic_layout, TopicLayout};
-use crate::pipe::{Pipe, Retries, SentPart, DRAIN_TIMEOUT};
+use crate::pipe::{held_bytes, Pipe, Retries, SentPart, DRAIN_TIMEOUT};
 use crate::stats::Stats;
 use anyhow::Result;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -86,7 +86,7 @@ impl Sender {
     /// Takes new batches into the producer's buffer, queues them for their leaders and sends
     /// what the windows take now.
     pub fn send(&mut self, parts: Vec<SentPart>) -> Result<()> {
-        self.buffer.hold(parts.iter().map(|p| p.held).sum());
+        self.buffer.hold(held_bytes(&parts));
         self.enqueue(parts);
         self.pump(false)
     }
@@ -113,16 +113,9 @@ impl Sender {
             .map(|(leader, _)| leader.clone())
             .collect();
         for leader in leaders {
-            loop {
-                let queue = self.queued.get_mut(&leader).expect("queued leader");
-                if queue.is_empty() {
-                    break;
-                }
-                // Waiting happens in `Pipe::send` (for the oldest answer), so only a pump that
-                // must not wait stops at a full window.
-                if !wait && !self.pipe(&leader)?.has_room() {
-                    break;
-                }
+            // Waiting happens in `Pipe::send` (for the oldest answer), so only a pump that
+            // must not wait stops at a full window.
+            while !self.queued[&leader].is_empty() && (wait || self.pipe(&leader)?.has_room()) {
                 let queue = self.queued.get_mut(&leader).expect("queued leader");
                 let request = take_request(queue, self.max_request_bytes);
                 self.send_request(&leader, request)?;

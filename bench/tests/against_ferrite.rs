@@ -17,6 +17,17 @@ fn bench(args: &[&str]) -> Output {
     common::run(cmd, None, TIMEOUT)
 }
 
+/// Runs the bench and requires it to succeed (its stderr as the failure's message).
+fn bench_ok(args: &[&str]) -> Output {
+    let out = bench(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("the JSON file")).expect("valid JSON")
 }
@@ -33,7 +44,7 @@ fn produce_then_consume_a_known_set() {
     let broker = Broker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let produced = dir.path().join("produce.json");
-    let out = bench(&[
+    bench_ok(&[
         "produce",
         "--brokers",
         &broker.addr,
@@ -59,11 +70,6 @@ fn produce_then_consume_a_known_set() {
         "--json",
         produced.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let p = json(&produced);
     assert_eq!(p["mode"], "produce");
     assert_eq!(p["messages"], 20000);
@@ -72,7 +78,7 @@ fn produce_then_consume_a_known_set() {
     assert!(p["msgs_per_sec"].as_f64().unwrap() > 0.0);
     assert_latencies(&p["latency_ms"]);
     let consumed = dir.path().join("consume.json");
-    let out = bench(&[
+    bench_ok(&[
         "consume",
         "--brokers",
         &broker.addr,
@@ -86,11 +92,6 @@ fn produce_then_consume_a_known_set() {
         "--json",
         consumed.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let c = json(&consumed);
     assert_eq!(c["mode"], "consume");
     assert_eq!(c["messages"], 20000, "every record read back");
@@ -116,7 +117,7 @@ fn e2e_at_a_fixed_rate_reports_end_to_end_latency() {
     let broker = Broker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("e2e.json");
-    let out = bench(&[
+    let out = bench_ok(&[
         "e2e",
         "--brokers",
         &broker.addr,
@@ -134,11 +135,6 @@ fn e2e_at_a_fixed_rate_reports_end_to_end_latency() {
         "--json",
         path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("end-to-end latency ms"), "{stdout}");
     let e = json(&path);
@@ -347,7 +343,7 @@ fn a_transaction_begun_during_the_last_ones_completion_is_held_not_refused() {
 #[test]
 fn sticky_keyless_records_fill_a_batch_before_moving_on() {
     let broker = Broker::start(&[]);
-    let out = bench(&[
+    bench_ok(&[
         "produce",
         "--brokers",
         &broker.addr,
@@ -367,11 +363,6 @@ fn sticky_keyless_records_fill_a_batch_before_moving_on() {
         "--partitioner",
         "sticky",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let mut per_partition = [0usize; 4];
     for line in common::kcat_consume(&broker, "sticky", "%p\n") {
         per_partition[line.parse::<usize>().unwrap()] += 1;
@@ -388,7 +379,7 @@ fn a_producer_waits_for_answers_beyond_its_buffer() {
     let broker = Broker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("buffer.json");
-    let out = bench(&[
+    bench_ok(&[
         "produce",
         "--brokers",
         &broker.addr,
@@ -410,11 +401,6 @@ fn a_producer_waits_for_answers_beyond_its_buffer() {
         "--json",
         path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let r = json(&path);
     assert_eq!(r["messages"], 200);
     assert_eq!(r["errors"], 0);
