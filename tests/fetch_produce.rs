@@ -17,23 +17,43 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn produce(topic: &str, partition: i32, acks: i16, value: &'static [u8]) -> Vec<u8> {
-    let batch = build_batch(
-        &[NewRecord {
-            value: Some(Bytes::from_static(value)),
-            timestamp_ms: 1,
-            ..Default::default()
-        }],
-        ProducerFields::NONE,
-    );
-    let req = ProduceRequest::default()
+    let records = [(partition, Bytes::from_static(value))];
+    frame(
+        ApiKey::Produce,
+        7,
+        1,
+        &produce_request(topic, acks, records),
+    )
+}
+
+/// A Produce request with a batch of one record for each (partition, value).
+fn produce_request(
+    topic: &str,
+    acks: i16,
+    records: impl IntoIterator<Item = (i32, Bytes)>,
+) -> ProduceRequest {
+    let data = records
+        .into_iter()
+        .map(|(partition, value)| {
+            let batch = build_batch(
+                &[NewRecord {
+                    value: Some(value),
+                    timestamp_ms: 1,
+                    ..Default::default()
+                }],
+                ProducerFields::NONE,
+            );
+            PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))
+        })
+        .collect();
+    ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch))])]);
-    frame(ApiKey::Produce, 7, 1, &req)
+            .with_partition_data(data)])
 }
 
 fn long_poll(topic: &str, partitions: &[i32], max_wait_ms: i32) -> Vec<u8> {
@@ -124,11 +144,7 @@ fn acks_0_gets_no_answer_and_is_written() {
 
 /// Cross-core calls so far, both shards together (`ferrite_router_calls_total`, remote).
 fn remote_calls(broker: &Broker) -> f64 {
-    let (_, body) = common::http_get(&broker.metrics_addr, "/metrics");
-    body.lines()
-        .filter(|l| l.starts_with("ferrite_router_calls_total{") && l.contains("target=\"remote\""))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum()
+    broker.metric_with("ferrite_router_calls_total", "target=\"remote\"")
 }
 
 /// Ten pipelined produce requests, each with a batch for every one of 64 partitions spread over
@@ -143,28 +159,14 @@ fn a_request_over_both_shards_is_one_call_and_pipelined_requests_stay_in_order()
     let (code, message) = common::wire::create_topic(&broker, "spread", PARTITIONS);
     assert_eq!(code, 0, "{message}");
     let request = |k: i32| {
-        let data = (0..PARTITIONS)
-            .map(|p| {
-                let batch = build_batch(
-                    &[NewRecord {
-                        value: Some(Bytes::from(format!("request {k} partition {p}"))),
-                        timestamp_ms: 1,
-                        ..Default::default()
-                    }],
-                    ProducerFields::NONE,
-                );
-                PartitionProduceData::default()
-                    .with_index(p)
-                    .with_records(Some(batch))
-            })
-            .collect();
-        let req = ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("spread")))
-                .with_partition_data(data)]);
-        frame(ApiKey::Produce, 7, k, &req)
+        let records =
+            (0..PARTITIONS).map(|p| (p, Bytes::from(format!("request {k} partition {p}"))));
+        frame(
+            ApiKey::Produce,
+            7,
+            k,
+            &produce_request("spread", 1, records),
+        )
     };
     let remote_before = remote_calls(&broker);
     let mut producer = connect(&broker);

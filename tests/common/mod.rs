@@ -229,9 +229,15 @@ impl Broker {
 
     /// The value of metric `name` summed over its series (the shards), from its endpoint.
     pub fn metric(&self, name: &str) -> f64 {
+        self.metric_with(name, "")
+    }
+
+    /// The value of metric `name` summed over the series whose labels contain `label` (such
+    /// as `target="remote"`).
+    pub fn metric_with(&self, name: &str, label: &str) -> f64 {
         let (_, body) = http_get(&self.metrics_addr, "/metrics");
         body.lines()
-            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
             .map(|l| {
                 let value = l.rsplit(' ').next().unwrap();
                 value
