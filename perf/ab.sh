@@ -6,8 +6,9 @@
 #   perf/ab.sh ROUNDS "BENCH ARGS" CONFIG...
 #
 # A CONFIG is the text of a tuning file, with \n for line breaks, optionally followed by
-# "@@" and more bench arguments for that configuration only, and by "##" and the path of
-# another broker binary for it (to compare builds; the default is target/release/ferrite):
+# "@@" and more bench arguments for that configuration only, by "##" and the path of
+# another broker binary for it (to compare builds; the default is target/release/ferrite),
+# and by "%%" and the path of another ferrite-bench binary (to compare clients):
 #
 #   perf/ab.sh 3 "produce --partitions 1 --size 100 --duration 10 --warmup 2" \
 #     '[shards]\ninline_write_bytes_max = 0\n' '[shards]\n'
@@ -15,11 +16,10 @@
 # Prints one line per run: throughput, the broker's CPU seconds (utime + stime from /proc,
 # io_uring workers included) and per GB produced (warm-up included, as perf/run counts it),
 # the machine's steal time during the run, the e2e latency percentiles (in e2e mode; else the
-# acknowledgement latency)
-# and the produce request latency p99.
+# acknowledgement latency) and the produce request latency p99.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 3 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
 rounds=$1
 bench_args=$2
 shift 2
@@ -40,6 +40,8 @@ for round in $(seq 1 "$rounds"); do
     n=$((n + 1))
     extra=""
     binary=target/release/ferrite
+    bench=target/release/ferrite-bench
+    case "$config" in *%%*) bench=${config#*%%} config=${config%%%%*} ;; esac
     case "$config" in *"##"*) binary=${config#*##} config=${config%%##*} ;; esac
     case "$config" in *@@*) extra=${config#*@@} config=${config%%@@*} ;; esac
     printf '%b' "$config" >"$dir/config-$n.toml"
@@ -56,7 +58,7 @@ for round in $(seq 1 "$rounds"); do
     steal_before=$(steal_ticks)
     cpu_before=$(cpu_ticks $broker)
     # shellcheck disable=SC2086
-    target/release/ferrite-bench $bench_args $extra --brokers "127.0.0.1:$port" --topic t \
+    "$bench" $bench_args $extra --brokers "127.0.0.1:$port" --topic t \
       --create --json "$dir/result-$n.json" >"$dir/bench-$n.out" 2>&1 || true
     cpu_after=$(cpu_ticks $broker)
     steal_after=$(steal_ticks)

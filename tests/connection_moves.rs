@@ -114,6 +114,62 @@ fn kafka_python_connections_follow_their_partitions_between_shards() {
     );
 }
 
+/// librdkafka's transactional producer talks to its transaction coordinator over a connection
+/// of its own. Its transactions here span both shards' partitions, so only that connection can
+/// move: a producer whose coordinator connection landed on the shard that does not hold its
+/// `__transaction_state` partition moves it there after `connection_move_after_requests`
+/// coordinator requests, and every transaction's records read back once with read_committed.
+#[test]
+fn a_transaction_coordinator_connection_moves_to_the_coordinators_shard() {
+    let (broker, _dir) = two_shards("connection_move_after_requests = 4\n");
+    assert_eq!(common::wire::create_topic(&broker, "txns", 2).0, 0);
+    const TRANSACTIONS: usize = 20;
+    let mut producers = 0;
+    // Each producer's coordinator connection lands on the other shard with an even chance.
+    while moved(&broker) == 0 {
+        assert!(
+            producers < 16,
+            "no coordinator connection moved in {producers} producers"
+        );
+        let id = format!("mover-{producers}");
+        let out = python(
+            "confluent_txn_loop.py",
+            &[&broker.addr, "txns", &id, &TRANSACTIONS.to_string()],
+        );
+        assert!(out.contains(&format!("committed {TRANSACTIONS}")), "{out}");
+        producers += 1;
+    }
+    let out = common::kcat(
+        &broker,
+        &[
+            "-C",
+            "-t",
+            "txns",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%s\n",
+            "-X",
+            "isolation.level=read_committed",
+        ],
+        None,
+    );
+    let mut got: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = (0..producers)
+        .flat_map(|p| (0..TRANSACTIONS).map(move |n| format!("mover-{p}-{n}")))
+        .flat_map(|record| [record.clone(), record])
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "each transaction's two records, once each");
+}
+
 /// With `connection_move_after_requests = 0` connections stay where the kernel put them.
 #[test]
 fn connections_stay_where_they_land_when_moving_is_off() {

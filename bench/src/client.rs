@@ -93,6 +93,13 @@ pub fn decode_response<R: Request>(version: i16, mut frame: Bytes) -> Result<(i3
 }
 
 /// One connection used request by request (no pipelining): metadata, admin, offsets, groups.
+/// A request sent on a `Conn` whose answer has not been read.
+#[must_use = "the answer must be read before the connection is used again"]
+pub struct Sent {
+    version: i16,
+    correlation_id: i32,
+}
+
 pub struct Conn {
     stream: TcpStream,
     next_correlation_id: i32,
@@ -143,23 +150,44 @@ impl Conn {
         (self.stream, self.versions)
     }
 
-    fn call_at<R: Request>(&mut self, version: i16, body: &R) -> Result<R::Response> {
-        let id = self.next_correlation_id;
+    fn send_at<R: Request>(&mut self, version: i16, body: &R) -> Result<Sent> {
+        let correlation_id = self.next_correlation_id;
         self.next_correlation_id += 1;
-        self.stream.write_all(&encode_request(version, id, body)?)?;
-        let frame = read_frame(&mut self.stream)?;
-        let (got, resp) = decode_response::<R>(version, frame)?;
-        if got != id {
-            bail!("correlation id {got}, expected {id}");
-        }
-        Ok(resp)
+        self.stream
+            .write_all(&encode_request(version, correlation_id, body)?)?;
+        Ok(Sent {
+            version,
+            correlation_id,
+        })
+    }
+
+    fn call_at<R: Request>(&mut self, version: i16, body: &R) -> Result<R::Response> {
+        let sent = self.send_at(version, body)?;
+        self.receive::<R>(sent)
     }
 
     /// Sends `body` at the negotiated version of its API and decodes the answer.
     pub fn call<R: Request>(&mut self, body: &R) -> Result<R::Response> {
+        let sent = self.send(body)?;
+        self.receive::<R>(sent)
+    }
+
+    /// Sends `body` at the negotiated version of its API without waiting for the answer, which
+    /// `receive` reads (before anything else is sent on this connection).
+    pub fn send<R: Request>(&mut self, body: &R) -> Result<Sent> {
         let key = ApiKey::try_from(R::KEY).map_err(|_| anyhow!("unknown API key"))?;
         let v = self.versions.of(key)?;
-        self.call_at(v, body)
+        self.send_at(v, body)
+    }
+
+    /// The answer to the request `sent` stands for.
+    pub fn receive<R: Request>(&mut self, sent: Sent) -> Result<R::Response> {
+        let frame = read_frame(&mut self.stream)?;
+        let (got, resp) = decode_response::<R>(sent.version, frame)?;
+        if got != sent.correlation_id {
+            bail!("correlation id {got}, expected {}", sent.correlation_id);
+        }
+        Ok(resp)
     }
 }
 

@@ -200,12 +200,7 @@ impl Producer {
             // A transaction begins with its first record (partitions added), as a Kafka
             // producer's does, so none is left open and empty at the end.
             if let Some(t) = txn.as_mut().filter(|_| in_txn == 0) {
-                let started = Instant::now();
-                let retries = t.begin(&cfg.topic, &partitions)?;
-                add_micros(&self.stats.begin_micros, started);
-                self.stats
-                    .transaction_retries
-                    .fetch_add(retries, Ordering::Relaxed);
+                t.begin(&cfg.topic, &partitions)?;
             }
             let record = self.record(key, value.clone(), due, seq);
             let acc = &mut accs[slot];
@@ -313,6 +308,15 @@ impl Producer {
         ready: impl Fn(usize, &Accumulator) -> bool,
     ) -> Result<u64> {
         sender.resend_due()?;
+        if let Some(t) = txn.as_deref_mut() {
+            // A transaction's batches go once its partitions are in it.
+            let waiting = Instant::now();
+            let retries = t.wait_added()?;
+            add_micros(&self.stats.begin_micros, waiting);
+            self.stats
+                .transaction_retries
+                .fetch_add(retries, Ordering::Relaxed);
+        }
         let mut parts = Vec::new();
         let mut handed = 0;
         for (i, acc) in accs.iter_mut().enumerate() {

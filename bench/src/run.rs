@@ -384,7 +384,7 @@ fn summarize(
     if transactions > 0 {
         println!(
             "transactions: {transactions} committed, {:.0} per second; mean per transaction: \
-             AddPartitionsToTxn {:.3} ms, last acknowledgements {:.3} ms, EndTxn {:.3} ms; \
+             waiting for AddPartitionsToTxn {:.3} ms, last acknowledgements {:.3} ms, EndTxn {:.3} ms; \
              {} coordinator calls retried",
             transactions as f64 / seconds,
             transaction_json["add_partitions_ms"]

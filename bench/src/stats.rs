@@ -37,7 +37,9 @@ pub struct Stats {
     /// (producer, sequence) of every record consume --verify read, kept through the warm-up.
     pub seen: Mutex<HashSet<(u32, u32)>>,
     /// Transactions committed (produce --transactional-id) and where their time went, summed:
-    /// AddPartitionsToTxn (retries included), waiting for the last acknowledgements, EndTxn.
+    /// waiting for AddPartitionsToTxn's answer (retries included) once the first batch is
+    /// ready (records accumulate while it is on its way), waiting for the last
+    /// acknowledgements, EndTxn.
     pub transactions: AtomicU64,
     pub begin_micros: AtomicU64,
     pub drain_micros: AtomicU64,

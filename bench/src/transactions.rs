@@ -4,7 +4,7 @@
 //! transactional. Retriable coordinator answers (CONCURRENT_TRANSACTIONS while the previous
 //! transaction's markers are written, a coordinator loading) are retried, as clients do.
 
-use crate::client::Conn;
+use crate::client::{Conn, Sent};
 use anyhow::{bail, Context, Result};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
@@ -39,6 +39,8 @@ pub struct Transactions {
     epoch: i16,
     /// The next sequence per partition.
     sequences: HashMap<i32, i32>,
+    /// The AddPartitionsToTxn of the open transaction, while its answer is unread.
+    adding: Option<(AddPartitionsToTxnRequest, Sent)>,
     pub committed: u64,
     pub commit_time: Duration,
 }
@@ -109,25 +111,35 @@ impl Transactions {
             producer_id,
             epoch,
             sequences: HashMap::new(),
+            adding: None,
             committed: 0,
             commit_time: Duration::ZERO,
         })
     }
 
-    /// Begins a transaction over `partitions` of `topic`; returns the calls retried.
-    pub fn begin(&mut self, topic: &str, partitions: &[i32]) -> Result<u64> {
-        let request = AddPartitionsToTxnRequest::default()
-            .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
-                self.id.clone(),
-            )))
-            .with_v3_and_below_producer_id(ProducerId(self.producer_id))
-            .with_v3_and_below_producer_epoch(self.epoch)
-            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(partitions.to_vec())]);
+    /// Begins a transaction over `partitions` of `topic`: sends AddPartitionsToTxn, whose answer
+    /// `wait_added` reads. As in Kafka's producer, records accumulate meanwhile; only their
+    /// batches wait for the partitions to be added.
+    pub fn begin(&mut self, topic: &str, partitions: &[i32]) -> Result<()> {
+        let request = self.add_partitions_request(topic, partitions);
+        let sent = self.coordinator.send(&request)?;
+        self.adding = Some((request, sent));
+        Ok(())
+    }
+
+    /// Waits for the partitions `begin` asked for to be added (retrying what the coordinator
+    /// answers to retry); returns the calls retried. Nothing to wait for once they are.
+    pub fn wait_added(&mut self) -> Result<u64> {
+        let Some((request, sent)) = self.adding.take() else {
+            return Ok(0);
+        };
         let coordinator = &mut self.coordinator;
+        let mut first = Some(sent);
         retrying("AddPartitionsToTxn", || {
-            let r = coordinator.call(&request)?;
+            let r = match first.take() {
+                Some(sent) => coordinator.receive::<AddPartitionsToTxnRequest>(sent)?,
+                None => coordinator.call(&request)?,
+            };
             Ok(r.results_by_topic_v3_and_below
                 .iter()
                 .flat_map(|t| t.results_by_partition.iter())
@@ -135,6 +147,18 @@ impl Transactions {
                 .find(|&c| c != 0)
                 .unwrap_or(0))
         })
+    }
+
+    fn add_partitions_request(&self, topic: &str, partitions: &[i32]) -> AddPartitionsToTxnRequest {
+        AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
+                self.id.clone(),
+            )))
+            .with_v3_and_below_producer_id(ProducerId(self.producer_id))
+            .with_v3_and_below_producer_epoch(self.epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(partitions.to_vec())])
     }
 
     /// The producer fields of the next batch of `count` records to `partition`.
@@ -153,13 +177,14 @@ impl Transactions {
     /// retried.
     pub fn commit(&mut self) -> Result<u64> {
         let started = Instant::now();
+        let mut retries = self.wait_added()?;
         let request = EndTxnRequest::default()
             .with_transactional_id(TransactionalId(StrBytes::from_string(self.id.clone())))
             .with_producer_id(ProducerId(self.producer_id))
             .with_producer_epoch(self.epoch)
             .with_committed(true);
         let coordinator = &mut self.coordinator;
-        let retries = retrying("EndTxn", || Ok(coordinator.call(&request)?.error_code))?;
+        retries += retrying("EndTxn", || Ok(coordinator.call(&request)?.error_code))?;
         self.committed += 1;
         self.commit_time += started.elapsed();
         Ok(retries)

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 
 pub async fn handle(shard: &Shard, req: &Request, body: AddOffsetsToTxnRequest) -> Response {
     let id = body.transactional_id.to_string();
     let group = body.group_id.to_string();
+    req.note_transaction_coordinator(shard, &id);
     let code = if !authorize::transactional_id(shard, req, Operation::Write, &id) {
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     } else if !authorize::group(shard, req, Operation::Read, &group) {

@@ -81,6 +81,7 @@ async fn from_producer(
     txn: AddPartitionsToTxnTransaction,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let id = txn.transactional_id.to_string();
+    req.note_transaction_coordinator(shard, &id);
     if !authorize::transactional_id(shard, req, Operation::Write, &id) {
         let code = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         errors::refused(shard, ApiKey::AddPartitionsToTxn, code, &id);

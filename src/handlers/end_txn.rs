@@ -10,6 +10,7 @@ use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse};
 
 pub async fn handle(shard: &Shard, req: &Request, body: EndTxnRequest) -> Response {
     let id = body.transactional_id.to_string();
+    req.note_transaction_coordinator(shard, &id);
     let code = if !authorize::transactional_id(shard, req, Operation::Write, &id) {
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     } else if id.is_empty() {

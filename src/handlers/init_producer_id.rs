@@ -48,6 +48,7 @@ async fn transactional(
     body: &InitProducerIdRequest,
     id: String,
 ) -> Answer {
+    req.note_transaction_coordinator(shard, &id);
     if !authorize::transactional_id(shard, req, Operation::Write, &id) {
         return Err((
             ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

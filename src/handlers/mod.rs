@@ -152,8 +152,9 @@ impl ConnectionState {
         }
     }
 
-    /// Records who owns the partitions a produce or fetch names: `Some(shard)` when one shard
-    /// owns them all, `None` when they are spread (or unknown), which ends the streak.
+    /// Records who owns the partitions a produce or fetch names, or the transaction coordinator
+    /// a coordinator request goes to: `Some(shard)` when one shard owns them all, `None` when
+    /// they are spread (or unknown), which ends the streak.
     pub fn note_owner(&self, owner: Option<ShardId>) {
         let (last, count) = self.owner_streak.get();
         self.owner_streak.set(match owner {
@@ -163,8 +164,8 @@ impl ConnectionState {
         });
     }
 
-    /// The one shard that has owned the partitions of at least `requests` produce and fetch
-    /// requests in a row, when that is not `here`.
+    /// The one shard that has owned what at least `requests` produce, fetch and transaction
+    /// coordinator requests in a row named, when that is not `here`.
     pub fn owned_elsewhere(&self, here: ShardId, requests: u32) -> Option<ShardId> {
         match self.owner_streak.get() {
             (Some(s), count) if s != here && count >= requests => Some(s),
@@ -220,6 +221,18 @@ pub struct Request {
 }
 
 impl Request {
+    /// Counts this coordinator request towards moving its connection to the shard that
+    /// coordinates `transactional_id` (`server::handoff`): a transactional producer's
+    /// coordinator connection carries only these, two or more a transaction, and each one
+    /// served from the other shard waits for a round of both shards' work.
+    pub fn note_transaction_coordinator(&self, shard: &Shard, transactional_id: &str) {
+        self.connection
+            .note_owner(crate::transactions::coordinator_shard(
+                shard,
+                transactional_id,
+            ));
+    }
+
     /// Mutes the connection for `ms` from now (a throttled response, KIP-219).
     pub fn mute_for(&self, ms: i32) {
         if ms <= 0 {

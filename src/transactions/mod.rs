@@ -25,6 +25,7 @@ use crate::shard::routing::on_shard;
 use crate::shard::services::PartitionObserver;
 use crate::shard::Shard;
 use ferrite_shards::partition::Partition;
+use ferrite_shards::placement::ShardId;
 use futures::future::LocalBoxFuture;
 use host::{TopicPartition, TxnHost, TxnMarker};
 pub use local_markers::write_markers_here;
@@ -100,6 +101,18 @@ pub fn coordinator_of(shard: &Shard, transactional_id: &str) -> Option<(i32, i32
     );
     let leader = topic.partitions.get(partition as usize)?.leader;
     Some((partition, leader))
+}
+
+/// The shard that holds `transactional_id`'s `__transaction_state` partition, when the topic
+/// exists: where its coordinator requests are served.
+pub fn coordinator_shard(shard: &Shard, transactional_id: &str) -> Option<ShardId> {
+    let metadata = shard.metadata();
+    let topic = metadata.topic(TRANSACTION_STATE_TOPIC)?;
+    let partition = crate::groups::records::coordinator_partition(
+        transactional_id,
+        topic.partitions.len() as i32,
+    );
+    Some(topic.partitions.get(partition as usize)?.shard)
 }
 
 /// False while this broker leads the id's partition but has not opened or loaded it yet:
