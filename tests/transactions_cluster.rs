@@ -53,7 +53,9 @@ fn exactly_once_survives_the_transaction_coordinators_death() {
         "eos-out",
         count,
         id,
-        Duration::from_secs(300),
+        // Under nextest's 300 s: a loop that stops making progress fails with its client's
+        // last errors rather than being killed without them.
+        Duration::from_secs(240),
     );
     eos.wait_for(count / 4);
     let partition = state_partition(id, 50);
