@@ -139,28 +139,12 @@ fn a_transaction_coordinator_connection_moves_to_the_coordinators_shard() {
         assert!(out.contains(&format!("committed {TRANSACTIONS}")), "{out}");
         producers += 1;
     }
-    let out = common::kcat(
+    let mut got = common::kcat_consume_with(
         &broker,
-        &[
-            "-C",
-            "-t",
-            "txns",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%s\n",
-            "-X",
-            "isolation.level=read_committed",
-        ],
-        None,
+        "txns",
+        "%s\n",
+        &["-X", "isolation.level=read_committed"],
     );
-    let mut got: Vec<String> = String::from_utf8(out)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
     got.sort();
     let mut want: Vec<String> = (0..producers)
         .flat_map(|p| (0..TRANSACTIONS).map(move |n| format!("mover-{p}-{n}")))

@@ -92,26 +92,7 @@ fn every_codec_round_trips_byte_for_byte_and_stays_compressed() {
             ],
             Some(input.as_bytes()),
         );
-        let out = kcat(
-            &broker,
-            &[
-                "-C",
-                "-t",
-                &topic,
-                "-o",
-                "beginning",
-                "-e",
-                "-q",
-                "-f",
-                "%s\n",
-            ],
-            None,
-        );
-        let got: Vec<String> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect();
+        let got = common::kcat_consume(&broker, &topic, "%s\n");
         assert_eq!(got.len(), lines.len(), "{codec}: every message back");
         assert!(got == lines, "{codec}: identical content in order");
         let stored = stored_codecs(&broker, &topic, 0);

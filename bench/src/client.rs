@@ -92,7 +92,6 @@ pub fn decode_response<R: Request>(version: i16, mut frame: Bytes) -> Result<(i3
     Ok((header.correlation_id, body))
 }
 
-/// One connection used request by request (no pipelining): metadata, admin, offsets, groups.
 /// A request sent on a `Conn` whose answer has not been read.
 #[must_use = "the answer must be read before the connection is used again"]
 pub struct Sent {
@@ -100,6 +99,7 @@ pub struct Sent {
     correlation_id: i32,
 }
 
+/// One connection used request by request (no pipelining): metadata, admin, offsets, groups.
 pub struct Conn {
     stream: TcpStream,
     next_correlation_id: i32,

@@ -19,7 +19,7 @@ pub use coordinator::{
 };
 
 use crate::controller::{self, NewTopic, TopicError};
-use crate::metadata::TRANSACTION_STATE_TOPIC;
+use crate::metadata::{ClusterMetadata, PartitionInfo, TRANSACTION_STATE_TOPIC};
 use crate::protocol::errors::ErrorCode;
 use crate::shard::routing::on_shard;
 use crate::shard::services::PartitionObserver;
@@ -91,42 +91,39 @@ pub async fn ensure_transaction_topic(shard: &Shard) -> Result<(), ErrorCode> {
     }
 }
 
-/// The `__transaction_state` partition of `transactional_id` and its leader, if the topic exists.
-pub fn coordinator_of(shard: &Shard, transactional_id: &str) -> Option<(i32, i32)> {
-    let metadata = shard.metadata();
+/// `transactional_id`'s `__transaction_state` partition in `metadata`: its index and what the
+/// metadata holds of it, if the topic exists.
+fn state_partition<'m>(
+    metadata: &'m ClusterMetadata,
+    transactional_id: &str,
+) -> Option<(i32, &'m PartitionInfo)> {
     let topic = metadata.topic(TRANSACTION_STATE_TOPIC)?;
     let partition = crate::groups::records::coordinator_partition(
         transactional_id,
         topic.partitions.len() as i32,
     );
-    let leader = topic.partitions.get(partition as usize)?.leader;
-    Some((partition, leader))
+    Some((partition, topic.partitions.get(partition as usize)?))
+}
+
+/// The `__transaction_state` partition of `transactional_id` and its leader, if the topic exists.
+pub fn coordinator_of(shard: &Shard, transactional_id: &str) -> Option<(i32, i32)> {
+    let metadata = shard.metadata();
+    let (partition, info) = state_partition(&metadata, transactional_id)?;
+    Some((partition, info.leader))
 }
 
 /// The shard that holds `transactional_id`'s `__transaction_state` partition, when the topic
 /// exists: where its coordinator requests are served.
 pub fn coordinator_shard(shard: &Shard, transactional_id: &str) -> Option<ShardId> {
     let metadata = shard.metadata();
-    let topic = metadata.topic(TRANSACTION_STATE_TOPIC)?;
-    let partition = crate::groups::records::coordinator_partition(
-        transactional_id,
-        topic.partitions.len() as i32,
-    );
-    Some(topic.partitions.get(partition as usize)?.shard)
+    state_partition(&metadata, transactional_id).map(|(_, info)| info.shard)
 }
 
 /// False while this broker leads the id's partition but has not opened or loaded it yet:
 /// FindCoordinator then answers COORDINATOR_NOT_AVAILABLE, which clients retry.
 pub async fn coordinator_ready(shard: &Shard, transactional_id: &str) -> bool {
     let metadata = shard.metadata();
-    let Some(topic) = metadata.topic(TRANSACTION_STATE_TOPIC) else {
-        return false;
-    };
-    let partition = crate::groups::records::coordinator_partition(
-        transactional_id,
-        topic.partitions.len() as i32,
-    );
-    let Some(info) = topic.partitions.get(partition as usize) else {
+    let Some((partition, info)) = state_partition(&metadata, transactional_id) else {
         return false;
     };
     if !shard.leads(info) {
@@ -155,14 +152,8 @@ where
 {
     ensure_transaction_topic(shard).await?;
     let metadata = shard.metadata();
-    let topic = metadata
-        .topic(TRANSACTION_STATE_TOPIC)
-        .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
-    let partition = crate::groups::records::coordinator_partition(
-        transactional_id,
-        topic.partitions.len() as i32,
-    );
-    let info = &topic.partitions[partition as usize];
+    let (partition, info) =
+        state_partition(&metadata, transactional_id).ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
     if !shard.leads(info) {
         return Err(ErrorCode::NOT_COORDINATOR);
     }

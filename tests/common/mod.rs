@@ -428,21 +428,29 @@ pub fn numbered_lines(from: usize, to: usize) -> Vec<u8> {
 }
 
 pub fn kcat_consume(broker: &Broker, topic: &str, format: &str) -> Vec<String> {
-    let out = kcat(
-        broker,
-        &[
-            "-C",
-            "-t",
-            topic,
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            format,
-        ],
-        None,
-    );
+    kcat_consume_with(broker, topic, format, &[])
+}
+
+/// `kcat_consume` with more kcat arguments (`-X isolation.level=read_committed`, say).
+pub fn kcat_consume_with(
+    broker: &Broker,
+    topic: &str,
+    format: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut args = vec![
+        "-C",
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+        "-f",
+        format,
+    ];
+    args.extend_from_slice(extra);
+    let out = kcat(broker, &args, None);
     String::from_utf8(out)
         .expect("utf-8 output")
         .lines()
