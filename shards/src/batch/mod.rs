@@ -25,6 +25,7 @@
 //! bytes written are still the client's.
 
 pub mod build;
+mod clean_walk;
 pub mod codec;
 pub mod control;
 mod decoders;

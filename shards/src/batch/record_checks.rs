@@ -5,6 +5,7 @@
 //! Compressed batches are walked through a decompressing stream (`stream.rs`), so memory stays
 //! bounded whatever they inflate to; the bytes that go to disk are the client's, untouched.
 
+use super::clean_walk::clean_max_timestamp;
 use super::stream::{RecordBytes, Section};
 use super::{BatchError, BatchHeader, TimestampType};
 
@@ -63,13 +64,30 @@ pub struct RecordsSeen {
 }
 
 /// Walks every record of `batch` and applies `rules`. A framing error ends the walk
-/// (`MalformedRecord`); rule violations are collected (`RecordsRefused`).
+/// (`MalformedRecord`); rule violations are collected (`RecordsRefused`). An uncompressed
+/// batch is first walked by `clean_walk`, which passes a batch with nothing wrong in it at
+/// less cost; only what it leaves is walked again here.
 pub fn check_records(
     batch: &[u8],
     header: &BatchHeader,
     rules: &RecordRules,
 ) -> Result<RecordsSeen, BatchError> {
-    match Section::of(batch, header)? {
+    let section = Section::of(batch, header)?;
+    if let Section::Plain(plain) = &section {
+        if let Some(max_timestamp) = clean_max_timestamp(plain.rest(), header, rules) {
+            return Ok(RecordsSeen { max_timestamp });
+        }
+    }
+    walk_section(section, header, rules)
+}
+
+/// The full walk, which names what is wrong.
+fn walk_section(
+    section: Section<'_>,
+    header: &BatchHeader,
+    rules: &RecordRules,
+) -> Result<RecordsSeen, BatchError> {
+    match section {
         Section::Plain(mut s) => walk(&mut s, header, rules),
         Section::Inflating(mut s) => walk(&mut s, header, rules),
     }
@@ -511,7 +529,143 @@ mod tests {
         }
     }
 
+    /// The full walk alone, without the clean walk in front of it.
+    fn full_walk(b: &[u8], rules: &RecordRules) -> Result<RecordsSeen, BatchError> {
+        let header = BatchHeader::parse(b).unwrap();
+        walk_section(Section::of(b, &header)?, &header, rules)
+    }
+
+    #[test]
+    fn the_clean_walk_takes_a_clean_batch_and_leaves_a_broken_one() {
+        let b = batch(Compression::None, true);
+        let header = BatchHeader::parse(&b).unwrap();
+        let records = &b[HEADER_BYTES..];
+        assert_eq!(
+            super::clean_max_timestamp(records, &header, &rules()),
+            Some(NOW - 6)
+        );
+        let compacted = RecordRules {
+            key_required: true,
+            ..rules()
+        };
+        let keyless = batch(Compression::None, false);
+        let keyless_header = BatchHeader::parse(&keyless).unwrap();
+        assert_eq!(
+            super::clean_max_timestamp(&keyless[HEADER_BYTES..], &keyless_header, &compacted),
+            None
+        );
+        assert_eq!(
+            super::clean_max_timestamp(&records[..records.len() - 1], &header, &rules()),
+            None
+        );
+    }
+
+    /// Records of every shape the walk reads: keys or none, values or none, headers with null
+    /// values, timestamps before and after the batch's first and far from it.
+    fn varied_records(count: usize, seed: u64) -> Vec<NewRecord> {
+        (0..count as u64)
+            .map(|i| {
+                let shape = seed.wrapping_mul(31).wrapping_add(i * 7);
+                NewRecord {
+                    key: (shape % 3 != 0).then(|| Bytes::from(vec![b'k'; (shape % 150) as usize])),
+                    value: (shape % 5 != 0)
+                        .then(|| Bytes::from(vec![b'v'; (shape % 300) as usize])),
+                    timestamp_ms: match shape % 4 {
+                        0 => -1,
+                        1 => NOW - (shape % 100_000) as i64,
+                        2 => NOW + (shape % 1_000) as i64,
+                        _ => NOW - 3,
+                    },
+                    headers: (0..shape % 3)
+                        .map(|h| {
+                            (
+                                Bytes::from(format!("h{h}")),
+                                (h % 2 == 0).then(|| Bytes::from_static(b"x")),
+                            )
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Where each record of a well-formed uncompressed batch starts (its length varint).
+    fn record_starts(b: &[u8]) -> Vec<usize> {
+        let mut starts = Vec::new();
+        let mut at = HEADER_BYTES;
+        while at < b.len() {
+            starts.push(at);
+            let (mut bits, mut width) = (0u32, 0);
+            loop {
+                let byte = b[at + width];
+                bits |= ((byte & 0x7f) as u32) << (7 * width);
+                width += 1;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            let length = ((bits >> 1) as i32) ^ -((bits & 1) as i32);
+            at += width + length as usize;
+        }
+        starts
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+        /// Whatever the clean walk accepts, the full walk accepts with the same result, and what
+        /// it leaves the full walk reports: mutated batches under rules that refuse some records.
+        #[test]
+        fn checking_a_batch_answers_what_the_full_walk_answers(
+            count in 1usize..40,
+            seed in any::<u64>(),
+            mutations in proptest::collection::vec((any::<usize>(), any::<usize>(), any::<u8>()), 0..3),
+            key_required in any::<bool>(),
+            before in prop_oneof![Just(i64::MAX), 0i64..200_000],
+            after in prop_oneof![Just(i64::MAX), 0i64..2_000],
+            log_append_time in any::<bool>(),
+        ) {
+            let mut b = build_batch_compressed(
+                &varied_records(count, seed),
+                ProducerFields::NONE,
+                Compression::None,
+            )
+            .unwrap()
+            .to_vec();
+            // Most mutations land in a record's fields before its value (length, attributes,
+            // timestamp delta, offset delta, key), where a changed byte changes what the walk
+            // reads rather than only what a value holds; some change the record count.
+            let starts = record_starts(&b);
+            for (place, within, byte) in mutations {
+                match place % 8 {
+                    0 => {
+                        let count = i32::from_be_bytes(b[57..61].try_into().unwrap());
+                        let count = count + if within % 2 == 0 { 1 } else { -1 };
+                        b[57..61].copy_from_slice(&count.to_be_bytes());
+                    }
+                    1 => {
+                        let at = HEADER_BYTES + place % (b.len() - HEADER_BYTES);
+                        b[at] = byte;
+                    }
+                    _ => {
+                        let at = (starts[place % starts.len()] + within % 8).min(b.len() - 1);
+                        b[at] = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xff, byte][within % 7];
+                    }
+                }
+            }
+            let rules = RecordRules {
+                key_required,
+                timestamp_type: if log_append_time {
+                    TimestampType::LogAppendTime
+                } else {
+                    TimestampType::CreateTime
+                },
+                timestamp_before_max_ms: before,
+                timestamp_after_max_ms: after,
+                ..rules()
+            };
+            prop_assert_eq!(check(&b, &rules), full_walk(&b, &rules));
+        }
+
         #[test]
         fn any_mutation_of_any_batch_is_answered_without_panicking(
             codec in 0usize..5,

@@ -99,6 +99,13 @@ impl<'a> Section<'a> {
     }
 }
 
+impl<'a> Plain<'a> {
+    /// What is left to read.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        &self.buf[self.at.min(self.buf.len())..]
+    }
+}
+
 impl RecordBytes for Plain<'_> {
     #[inline]
     fn byte(&mut self) -> Result<Option<u8>, BatchError> {
