@@ -44,7 +44,7 @@ pub fn build_transactional_batch(records: &[NewRecord], producer: ProducerFields
     let mut out = BytesMut::from(&build_batch(records, producer)[..]);
     let attributes = i16::from_be_bytes([out[21], out[22]]) | 0x10;
     out[21..23].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
+    let crc = super::crc::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out.freeze()
 }
@@ -82,7 +82,7 @@ pub fn build_batch_compressed(
     out.put_i32(producer.base_sequence);
     out.put_i32(records.len() as i32);
     out.extend_from_slice(&section);
-    let crc = crc32c::crc32c(&out[21..]);
+    let crc = super::crc::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     Ok(out.freeze())
 }

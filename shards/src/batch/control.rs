@@ -67,7 +67,7 @@ pub fn build_marker(
     out.put_i32(1);
     out.put_u8((record.len() as u8) << 1); // record length, zigzag
     out.extend_from_slice(&record);
-    let crc = crc32c::crc32c(&out[21..]);
+    let crc = super::crc::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out.freeze()
 }

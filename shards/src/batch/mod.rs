@@ -28,6 +28,7 @@ pub mod build;
 mod clean_walk;
 pub mod codec;
 pub mod control;
+pub mod crc;
 mod decoders;
 #[cfg(test)]
 mod fuzz_tests;
@@ -281,7 +282,7 @@ pub fn validate(
             max: max_batch_bytes,
         });
     }
-    let computed = crc32c::crc32c(&buf[CRC_START..]);
+    let computed = crc::crc32c(&buf[CRC_START..]);
     if computed != header.crc {
         return Err(BatchError::CrcMismatch {
             stored: header.crc,
@@ -377,7 +378,7 @@ pub fn with_max_timestamp(
     }
     out[21..23].copy_from_slice(&attributes.to_be_bytes());
     out[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
-    let crc = crc32c::crc32c(&out[CRC_START..]);
+    let crc = crc::crc32c(&out[CRC_START..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(out)
 }

@@ -85,7 +85,7 @@ impl RecoveryPoint {
             self.max_timestamp,
             self.offset_of_max_timestamp
         );
-        let crc = crc32c::crc32c(fields.as_bytes());
+        let crc = crate::batch::crc::crc32c(fields.as_bytes());
         let mut slot = format!("{fields} {crc:08x}\n").into_bytes();
         slot.resize(SLOT_BYTES, b' ');
         slot
@@ -95,7 +95,7 @@ impl RecoveryPoint {
         let text = std::str::from_utf8(slot).ok()?;
         let line = text.split('\n').next()?;
         let (fields, crc) = line.rsplit_once(' ')?;
-        if u32::from_str_radix(crc, 16).ok()? != crc32c::crc32c(fields.as_bytes()) {
+        if u32::from_str_radix(crc, 16).ok()? != crate::batch::crc::crc32c(fields.as_bytes()) {
             return None;
         }
         let mut words = fields.split_whitespace();

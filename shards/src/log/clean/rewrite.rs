@@ -141,7 +141,7 @@ fn encode(
     let length = (out.len() - crate::batch::LOG_OVERHEAD_BYTES) as i32;
     out[8..12].copy_from_slice(&length.to_be_bytes());
     out[57..61].copy_from_slice(&(count as i32).to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
+    let crc = crate::batch::crc::crc32c(&out[21..]);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
 }
