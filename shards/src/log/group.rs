@@ -14,8 +14,12 @@ use std::rc::Rc;
 
 /// Batches written by one vectored write at most (two iovecs each, within IOV_MAX).
 const GROUP_BATCHES_MAX: usize = 500;
-/// Bytes one buffered write carries at most: the page cache takes big writes best.
-const GROUP_BYTES_MAX_BUFFERED: usize = 16 << 20;
+/// Bytes one buffered write carries at most: no more than a shard writes itself (the default
+/// `inline_write_bytes_max`), because a larger write goes to io_uring's worker threads and
+/// their wake-ups cost more than more, smaller writes. 1 MiB against 16 MiB: 0.47-0.52 s of
+/// broker CPU per GB of 1 KiB records against 0.51-0.61, lower in 6 of 7 alternating rounds,
+/// e2e latency and 16 partitions unchanged (perf/results/inline-writes/2026-12-07.txt).
+const GROUP_BYTES_MAX_BUFFERED: usize = 1 << 20;
 /// Bytes one direct write carries at most: smaller groups keep several writes in flight, so
 /// the device always has a queue, and a group fits glommio's registered buffers.
 const GROUP_BYTES_MAX_DIRECT: usize = 1 << 20;

@@ -74,8 +74,8 @@ use std::rc::Rc;
 pub struct WriterTuning {
     /// Appends queued but not yet written, in bytes; `append` waits beyond it (write-behind).
     pub queued_bytes_max: usize,
-    /// Bytes written by one write at most; `None` takes the I/O mode's default (16 MiB
-    /// buffered, 1 MiB direct).
+    /// Bytes written by one write at most; `None` takes the I/O mode's default (1 MiB in
+    /// both).
     pub write_bytes_max: Option<usize>,
     /// Writes to the file in flight at once, at consecutive positions.
     pub writes_in_flight: usize,
