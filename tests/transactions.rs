@@ -145,6 +145,7 @@ fn consume_transform_produce_stays_exactly_once_through_kill_9() {
         "eos-out",
         count,
         "tx-eos",
+        None,
         Duration::from_secs(240),
     );
     for at in [count / 5, count / 2, count * 4 / 5] {

@@ -47,17 +47,8 @@ fn exactly_once_survives_the_transaction_coordinators_death() {
         .join(",");
     let count = 20_000;
     let id = "tx-cluster";
-    let mut eos = EosLoop::start(
-        &bootstrap,
-        "eos-in",
-        "eos-out",
-        count,
-        id,
-        // Under nextest's 300 s: a loop that stops making progress fails with its client's
-        // last errors rather than being killed without them.
-        Duration::from_secs(240),
-    );
-    eos.wait_for(count / 4);
+    let out = python("confluent_init_transactions.py", &[&brokers[0].addr, id]);
+    assert!(out.contains("ready"), "{out}");
     let partition = state_partition(id, 50);
     let coordinator = leaders(
         &metadata(&brokers[0], Some("__transaction_state")),
@@ -67,6 +58,18 @@ fn exactly_once_survives_the_transaction_coordinators_death() {
         coordinator > 0,
         "__transaction_state-{partition} has a leader"
     );
+    let mut eos = EosLoop::start(
+        &bootstrap,
+        "eos-in",
+        "eos-out",
+        count,
+        id,
+        Some(coordinator),
+        // Under nextest's 300 s: a loop that stops making progress fails with its client's
+        // last errors rather than being killed without them.
+        Duration::from_secs(240),
+    );
+    eos.wait_for(count / 4);
     let output_leader = leaders(&metadata(&brokers[0], Some("eos-out")), "eos-out")[&0];
     println!(
         "killing broker {coordinator}, the coordinator of {id} (__transaction_state-{partition}); \
@@ -137,6 +140,7 @@ fn exactly_once_survives_the_output_leaders_death_while_markers_are_written() {
         "eos-out",
         count,
         &id,
+        Some(output_leader),
         Duration::from_secs(240),
     );
     eos.wait_for(count / 4);

@@ -25,25 +25,31 @@ pub struct EosLoop {
 
 impl EosLoop {
     /// Starts the loop over `count` records from `input` to `output` with `transactional_id`,
-    /// bootstrapping from `bootstrap`; it must finish within `limit`.
+    /// bootstrapping from `bootstrap`; it must finish within `limit`. With `spared_broker`, the
+    /// loop's consumer group is one that broker does not coordinate: the test is about to kill
+    /// it, and librdkafka can hang in `send_offsets_to_transaction` when the group's coordinator
+    /// dies (the script says more).
     pub fn start(
         bootstrap: &str,
         input: &str,
         output: &str,
         count: i64,
         transactional_id: &str,
+        spared_broker: Option<i64>,
         limit: Duration,
     ) -> EosLoop {
         let script = super::workspace_root().join("tests/clients/confluent_eos_through_kills.py");
+        let mut args = vec![
+            bootstrap.to_string(),
+            input.to_string(),
+            output.to_string(),
+            count.to_string(),
+            transactional_id.to_string(),
+        ];
+        args.extend(spared_broker.map(|b| b.to_string()));
         let mut child = Command::new(super::python_path())
             .arg(script)
-            .args([
-                bootstrap,
-                input,
-                output,
-                &count.to_string(),
-                transactional_id,
-            ])
+            .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -70,6 +76,8 @@ impl EosLoop {
                     seen.store(n.parse().unwrap(), Ordering::Relaxed);
                 } else if let Some(json) = line.strip_prefix("result ") {
                     result = Some(json.to_string());
+                } else if line.starts_with("group ") {
+                    println!("{line}");
                 }
             }
             result
