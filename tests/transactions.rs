@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::eos::EosLoop;
+use common::eos::{EosClient, EosLoop, GroupPlacement};
 use common::{python, Broker};
 use std::time::Duration;
 
@@ -140,12 +140,11 @@ fn consume_transform_produce_stays_exactly_once_through_kill_9() {
     ]);
     let count = 20_000;
     let mut eos = EosLoop::start(
+        EosClient::Confluent,
         &broker.addr,
-        "eos-in",
-        "eos-out",
         count,
         "tx-eos",
-        None,
+        GroupPlacement::Any,
         Duration::from_secs(240),
     );
     for at in [count / 5, count / 2, count * 4 / 5] {

@@ -1,9 +1,9 @@
 """Exactly-once consume-transform-produce (confluent-kafka 2.16) while the broker is killed.
 
-  confluent_eos_through_kills.py BOOTSTRAP IN_TOPIC OUT_TOPIC COUNT TRANSACTIONAL_ID [AVOID]
+  confluent_eos_through_kills.py BOOTSTRAP IN_TOPIC OUT_TOPIC COUNT TRANSACTIONAL_ID [PLACEMENT]
 
 Writes COUNT records "v-<i>" to IN_TOPIC (one partition, idempotent, acks=all), then a group
-member of "eos" (READ_COMMITTED) moves them to OUT_TOPIC as "x-<value>" in transactions of up
+member of "eos" (or as PLACEMENT says; READ_COMMITTED) moves them to OUT_TOPIC as "x-<value>" in transactions of up
 to 200 records, each committing its input position with send_offsets_to_transaction. Whatever
 fails (the broker is killed under it) is handled as Kafka's documentation says: an abortable
 error aborts and rewinds to the committed position; a fatal one (fenced, or the producer's
@@ -11,46 +11,24 @@ state lost) makes a new producer with the same transactional id and rewinds. Pri
 N" after each commit (N = input records done), and at the end one line "result {json}":
 {"out": [...READ_COMMITTED...], "aborted": n, "restarted": n}.
 
-With AVOID (a broker id), the group is the first of "eos-0", "eos-1", ... that broker AVOID
-does not coordinate (printed as "group NAME coordinated by N"); the test kills AVOID. A group
-coordinator's death in the middle of send_offsets_to_transaction can hang librdkafka 2.16 past
-the call's timeout (issues #5511 and #5456, with Kafka as with Ferrite; seen twice in CI, both
-times with the killed broker also coordinating the group), and that is not what the tests
-kill brokers to check.
+With PLACEMENT "avoid:N" the group is one broker N does not coordinate (`eos_groups.py`); the
+test kills N. A group coordinator's death in the middle of send_offsets_to_transaction can hang
+librdkafka 2.16 past the call's timeout (issues #5511 and #5456, with Kafka as with Ferrite;
+seen twice in CI, both times with the killed broker also coordinating the group), and that is
+not what these tests kill brokers to check: kafka-python's loop
+(`kafka_python_eos_through_kills.py`) is the one run through the group coordinator's death.
 """
 import json
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from eos_groups import pick_group
 
 bootstrap, in_topic, out_topic, count, txn_id = sys.argv[1:6]
 count = int(count)
-avoid = int(sys.argv[6]) if len(sys.argv) > 6 else None
-
-
-def group_not_coordinated_by(broker):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.time() + 60
-    for i in range(1000):
-        name = f"eos-{i}"
-        while True:
-            try:
-                described = admin.describe_consumer_groups([name])[name].result(10)
-                break
-            except (KafkaException, TimeoutError):
-                # __consumer_offsets is created by the first lookup; its leaders come after.
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-        if described.coordinator.id != broker:
-            print(f"group {name} coordinated by {described.coordinator.id}", flush=True)
-            return name
-    raise RuntimeError(f"every group is coordinated by broker {broker}")
-
-
-group = "eos" if avoid is None else group_not_coordinated_by(avoid)
+placement = sys.argv[6] if len(sys.argv) > 6 else None
+group = pick_group(bootstrap, placement)
 
 plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                   "linger.ms": 5, "message.timeout.ms": 120000})

@@ -1,6 +1,6 @@
-//! The exactly-once loop of `tests/clients/confluent_eos_through_kills.py`, driven from a
-//! test: started in the background, its progress watched (so brokers can be killed at chosen
-//! points), its READ_COMMITTED output checked at the end.
+//! The exactly-once loop of `tests/clients/confluent_eos_through_kills.py` (or its kafka-python
+//! twin), driven from a test: started in the background, its progress watched (so brokers can
+//! be killed at chosen points), its READ_COMMITTED output checked at the end.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -11,7 +11,29 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The script's last error lines kept, to say why a loop stopped making progress.
-const ERRORS_KEPT: usize = 20;
+const ERRORS_KEPT: usize = 80;
+
+/// The client family that runs the loop.
+#[derive(Clone, Copy, Debug)]
+pub enum EosClient {
+    /// confluent-kafka (librdkafka).
+    Confluent,
+    /// kafka-python, whose consumer and transactional producer are its own.
+    KafkaPython,
+}
+
+/// Which broker coordinates the loop's consumer group (`tests/clients/eos_groups.py`).
+#[derive(Clone, Copy, Debug)]
+pub enum GroupPlacement {
+    /// The group "eos", wherever it lands.
+    Any,
+    /// A group this broker does not coordinate: the test is about to kill it, and librdkafka
+    /// can hang in `send_offsets_to_transaction` when the group's coordinator dies (the
+    /// confluent script says more).
+    Avoiding(i64),
+    /// A group this broker coordinates: the test is about to kill it.
+    On(i64),
+}
 
 pub struct EosLoop {
     child: Child,
@@ -24,29 +46,34 @@ pub struct EosLoop {
 }
 
 impl EosLoop {
-    /// Starts the loop over `count` records from `input` to `output` with `transactional_id`,
-    /// bootstrapping from `bootstrap`; it must finish within `limit`. With `spared_broker`, the
-    /// loop's consumer group is one that broker does not coordinate: the test is about to kill
-    /// it, and librdkafka can hang in `send_offsets_to_transaction` when the group's coordinator
-    /// dies (the script says more).
+    /// Starts `client`'s loop over `count` records from `eos-in` to `eos-out` with
+    /// `transactional_id`, bootstrapping from `bootstrap`, its group placed by `group`; it must
+    /// finish within `limit`.
     pub fn start(
+        client: EosClient,
         bootstrap: &str,
-        input: &str,
-        output: &str,
         count: i64,
         transactional_id: &str,
-        spared_broker: Option<i64>,
+        group: GroupPlacement,
         limit: Duration,
     ) -> EosLoop {
-        let script = super::workspace_root().join("tests/clients/confluent_eos_through_kills.py");
+        let script = match client {
+            EosClient::Confluent => "confluent_eos_through_kills.py",
+            EosClient::KafkaPython => "kafka_python_eos_through_kills.py",
+        };
+        let script = super::workspace_root().join("tests/clients").join(script);
         let mut args = vec![
             bootstrap.to_string(),
-            input.to_string(),
-            output.to_string(),
+            "eos-in".to_string(),
+            "eos-out".to_string(),
             count.to_string(),
             transactional_id.to_string(),
         ];
-        args.extend(spared_broker.map(|b| b.to_string()));
+        args.extend(match group {
+            GroupPlacement::Any => None,
+            GroupPlacement::Avoiding(broker) => Some(format!("avoid:{broker}")),
+            GroupPlacement::On(broker) => Some(format!("on:{broker}")),
+        });
         let mut child = Command::new(super::python_path())
             .arg(script)
             .args(&args)
@@ -148,10 +175,12 @@ impl EosLoop {
             .collect();
         let expected: Vec<String> = (0..self.count).map(|i| format!("x-v-{i}")).collect();
         println!(
-            "{} records moved exactly once; the loop aborted {} and restarted its producer {} times",
+            "{} records moved exactly once; the loop aborted {} and restarted its producer {} \
+             times; its errors:\n{}",
             out.len(),
             json["aborted"],
-            json["restarted"]
+            json["restarted"],
+            self.last_errors()
         );
         assert_eq!(out.len(), expected.len());
         assert_eq!(out, expected, "every input once, in order");
