@@ -9,8 +9,9 @@
 3. For ACTIVE_SECONDS every connection sends one Metadata and one small Produce a second
    (their sends spread evenly over the second), and the measuring client runs meanwhile.
 
-Prints each phase's p50/p99 in milliseconds, the resident memory per idle connection, and how
-many of the connections' requests were answered. Raw requests over plain sockets, one thread
+Prints each phase's p50/p99 in milliseconds, the resident memory per idle connection, how
+many of the connections' requests were answered, and the CPU the broker and this generator
+used in the active phase (the measuring client shares the same cores). Raw requests over plain sockets, one thread
 and a selector for all the connections, so the load generator is one process with one core's
 worth of CPU at most; the measuring client is a process of its own.
 """
@@ -195,6 +196,7 @@ def main():
     # (real clients would be on other machines); the measuring client keeps its priority.
     os.nice(int(os.environ.get("GENERATOR_NICE", "0")))
     cpu_before = cpu_seconds(pid)
+    generator_before = os.times()
     sent = 0
     for second in range(active_seconds):
         for i, conn in enumerate(conns):
@@ -202,7 +204,12 @@ def main():
             pump(selector, due)
             conn.queue(request(3, 1, 2 * i, meta) + request(0, 3, 2 * i + 1, prod))
             sent += 2
-    broker_cpu = (cpu_seconds(pid) - cpu_before) / (time.monotonic() - start)
+    elapsed = time.monotonic() - start
+    broker_cpu = (cpu_seconds(pid) - cpu_before) / elapsed
+    generator = os.times()
+    generator_cpu = (
+        generator.user + generator.system - generator_before.user - generator_before.system
+    ) / elapsed
     pump(selector, time.monotonic() + 2)
     results = results_queue.get()
     measuring.join()
@@ -220,7 +227,10 @@ def main():
             f"beside idle connections {i[0]:.2f}/{i[1]:.2f}, "
             f"beside active ones {r[0]:.2f}/{r[1]:.2f} (p99 {r[1] / a[1]:.1f}x alone)"
         )
-    print(f"active phase: {answered} of {sent} requests answered; the broker used {broker_cpu:.2f} cores")
+    print(
+        f"active phase: {answered} of {sent} requests answered; the broker used "
+        f"{broker_cpu:.2f} cores, the generator {generator_cpu:.2f}"
+    )
 
 
 if __name__ == "__main__":
