@@ -196,3 +196,34 @@ fn a_request_over_both_shards_is_one_call_and_pipelined_requests_stay_in_order()
         "{calls} cross-core calls for {REQUESTS} requests"
     );
 }
+
+/// Twenty pipelined ApiVersions requests in one write, each answered at once: their responses
+/// come back in request order, and the responses complete together went out together, in far
+/// fewer sends than responses (`ferrite_response_sends_total`); without the gathering, one
+/// send each.
+#[test]
+fn responses_complete_together_go_out_in_one_send_in_order() {
+    use kafka_protocol::messages::ApiVersionsRequest;
+    const REQUESTS: i32 = 20;
+    let broker = Broker::start(&["--cores", "1"]);
+    let responses_before = broker.metric("ferrite_responses_sent_total");
+    let sends_before = broker.metric("ferrite_response_sends_total");
+    let mut client = connect(&broker);
+    let requests: Vec<u8> = (0..REQUESTS)
+        .flat_map(|k| frame(ApiKey::ApiVersions, 0, k, &ApiVersionsRequest::default()))
+        .collect();
+    client.write_all(&requests).unwrap();
+    for k in 0..REQUESTS {
+        let mut body = read_frame(&mut client).expect("ApiVersions answered");
+        let header = ResponseHeader::decode(&mut body, 0).unwrap();
+        assert_eq!(header.correlation_id, k, "responses in request order");
+    }
+    let responses = broker.metric("ferrite_responses_sent_total") - responses_before;
+    let sends = broker.metric("ferrite_response_sends_total") - sends_before;
+    println!("{responses} responses in {sends} sends");
+    assert_eq!(responses, REQUESTS as f64);
+    assert!(
+        sends <= (REQUESTS / 4) as f64,
+        "{sends} sends for {REQUESTS} responses complete together"
+    );
+}

@@ -123,6 +123,18 @@ fn connections(e: &mut Exposition, shard: &Shard, id: &str) {
         s,
         st.bytes_out.get(),
     );
+    e.counter(
+        "ferrite_responses_sent_total",
+        "Responses written to clients (acks=0 produce has none).",
+        s,
+        st.responses_sent.get(),
+    );
+    e.counter(
+        "ferrite_response_sends_total",
+        "Sends that carried them: responses complete together go out in one.",
+        s,
+        st.response_sends.get(),
+    );
 }
 
 fn requests(e: &mut Exposition, m: &ShardMetrics, shard: &str) {

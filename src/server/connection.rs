@@ -368,47 +368,115 @@ async fn next_size<R: FrameSource>(
     }
 }
 
+/// What ends a connection after a response.
+enum Closing {
+    /// A handler asked for it, for this reason.
+    Asked(String),
+    /// The handler's task was dropped (the shard is stopping).
+    Gone,
+}
+
+/// The pieces a response sends, and whether the connection ends after them.
+fn response_parts(response: Option<Response>) -> (Vec<OutChunk>, Option<Closing>) {
+    match response {
+        Some(Response::Frame(f)) => (vec![OutChunk::Bytes(f)], None),
+        Some(Response::Chunks(c)) => (c, None),
+        Some(Response::Nothing) => (Vec::new(), None),
+        Some(Response::Close(reason)) => (Vec::new(), Some(Closing::Asked(reason))),
+        Some(Response::FrameThenClose(frame, reason)) => {
+            (vec![OutChunk::Bytes(frame)], Some(Closing::Asked(reason)))
+        }
+        None => (Vec::new(), Some(Closing::Gone)),
+    }
+}
+
 /// Sends each response in request order. Returns the writer when the reader ended the
 /// connection's requests (the socket still open); after a failed send or a response that
 /// closes the connection, shuts the socket down (which wakes a reader blocked on it) and
 /// returns nothing.
+///
+/// Responses that are complete when the writer gets to them go out together in one send:
+/// a pipelining producer's requests that one log write completed, or requests answered at
+/// once (ApiVersions, Metadata) sent in a row, cost one `sendmsg` and one delivery to the
+/// client instead of one each. Order is kept: gathering stops at the first response still
+/// being worked on, which is sent first the next time round.
 async fn write_responses(
     shard: Rc<Shard>,
     mut writer: ConnectionWriter,
     rx: LocalReceiver<InFlight>,
     peer: String,
 ) -> Option<ConnectionWriter> {
+    use futures::FutureExt;
+    // A request taken off the channel whose response was not ready when the last send was
+    // gathered.
+    let mut waiting: Option<InFlight> = None;
+    let mut reader_done = false;
     loop {
-        let Some(in_flight) = rx.recv().await else {
-            // The reader is done and every response is out.
-            return Some(writer);
+        let first = match waiting.take() {
+            Some(in_flight) => in_flight,
+            None if reader_done => return Some(writer),
+            None => match rx.recv().await {
+                Some(in_flight) => in_flight,
+                // The reader is done and every response is out.
+                None => return Some(writer),
+            },
         };
-        let chunks = match in_flight.response.await {
-            Some(Response::Frame(f)) => vec![OutChunk::Bytes(f)],
-            Some(Response::Chunks(c)) => c,
-            Some(Response::Nothing) => continue,
-            Some(Response::Close(reason)) => {
-                tracing::info!(shard = %shard.id, %peer, %reason, "closing connection");
-                break;
-            }
-            Some(Response::FrameThenClose(frame, reason)) => {
-                if let Err(e) = writer.send(vec![OutChunk::Bytes(frame)]).await {
-                    tracing::debug!(shard = %shard.id, %peer, error = %e, "sending a response failed");
+        let InFlight { response, _budget } = first;
+        // Each budget is held until its response is sent.
+        let mut budgets = vec![_budget];
+        let (mut chunks, mut closing) = response_parts(response.await);
+        let mut responses = u64::from(!chunks.is_empty());
+        while closing.is_none() {
+            let InFlight {
+                mut response,
+                _budget,
+            } = match rx.recv().now_or_never() {
+                Some(Some(in_flight)) => in_flight,
+                Some(None) => {
+                    reader_done = true;
+                    break;
                 }
+                None => break,
+            };
+            match (&mut response).now_or_never() {
+                Some(ready) => {
+                    budgets.push(_budget);
+                    let (more, ends) = response_parts(ready);
+                    responses += u64::from(!more.is_empty());
+                    chunks.extend(more);
+                    closing = ends;
+                }
+                None => {
+                    waiting = Some(InFlight { response, _budget });
+                    break;
+                }
+            }
+        }
+        if !chunks.is_empty() {
+            let before = writer.bytes_sent;
+            let sent = writer.send(chunks).await;
+            let stats = &shard.stats;
+            stats
+                .bytes_out
+                .set(stats.bytes_out.get() + writer.bytes_sent - before);
+            stats.response_sends.set(stats.response_sends.get() + 1);
+            stats
+                .responses_sent
+                .set(stats.responses_sent.get() + responses);
+            if let Err(e) = sent {
+                tracing::debug!(shard = %shard.id, %peer, error = %e, "sending a response failed");
+                break;
+            }
+        }
+        drop(budgets);
+        match closing {
+            None => {}
+            Some(Closing::Asked(reason)) => {
                 tracing::info!(shard = %shard.id, %peer, %reason, "closing connection");
                 break;
             }
-            None => break,
-        };
-        let before = writer.bytes_sent;
-        if let Err(e) = writer.send(chunks).await {
-            tracing::debug!(shard = %shard.id, %peer, error = %e, "sending a response failed");
-            break;
+            Some(Closing::Gone) => break,
         }
-        let stats = &shard.stats;
-        stats
-            .bytes_out
-            .set(stats.bytes_out.get() + writer.bytes_sent - before);
     }
     // Wakes the reader if it is blocked on the socket.
     writer.fd().shutdown();

@@ -23,6 +23,10 @@ pub struct ShardStats {
     pub connections_refused_per_ip: Cell<u64>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// Responses sent, and the sends that carried them (responses complete together go out
+    /// in one send: `server::connection::write_responses`).
+    pub responses_sent: Cell<u64>,
+    pub response_sends: Cell<u64>,
     /// TLS handshakes that failed or timed out (a plaintext client on a TLS port, a bad or
     /// missing client certificate, a truncated record).
     pub tls_handshakes_failed: Cell<u64>,
