@@ -421,15 +421,18 @@ async fn write_responses(
                 None => return Some(writer),
             },
         };
-        let InFlight { response, _budget } = first;
+        let InFlight {
+            response,
+            _budget: budget,
+        } = first;
         // Each budget is held until its response is sent.
-        let mut budgets = vec![_budget];
+        let mut budgets = vec![budget];
         let (mut chunks, mut closing) = response_parts(response.await);
         let mut responses = u64::from(!chunks.is_empty());
         while closing.is_none() {
             let InFlight {
                 mut response,
-                _budget,
+                _budget: budget,
             } = match rx.recv().now_or_never() {
                 Some(Some(in_flight)) => in_flight,
                 Some(None) => {
@@ -440,14 +443,17 @@ async fn write_responses(
             };
             match (&mut response).now_or_never() {
                 Some(ready) => {
-                    budgets.push(_budget);
+                    budgets.push(budget);
                     let (more, ends) = response_parts(ready);
                     responses += u64::from(!more.is_empty());
                     chunks.extend(more);
                     closing = ends;
                 }
                 None => {
-                    waiting = Some(InFlight { response, _budget });
+                    waiting = Some(InFlight {
+                        response,
+                        _budget: budget,
+                    });
                     break;
                 }
             }
