@@ -49,6 +49,12 @@ struct Progress {
     leader_end_at_last_fetch: i64,
     /// Its log start as its last fetch said (-1: not said).
     log_start: i64,
+    /// Its last fetch asked at or past the high watermark of that moment. Kafka decides a
+    /// follower's return to the ISR at its fetch (`Partition.maybeExpandIsr`, from
+    /// `updateFollowerFetchState`); compared later with a high watermark that appends have
+    /// moved since, a follower of a partition written every few milliseconds would never be
+    /// found caught up, and a reassignment under load would never finish.
+    reached_high_watermark: bool,
 }
 
 impl Progress {
@@ -59,6 +65,7 @@ impl Progress {
             last_fetch_ms: 0,
             leader_end_at_last_fetch: i64::MAX,
             log_start: -1,
+            reached_high_watermark: false,
         }
     }
 }
@@ -159,6 +166,7 @@ impl Partition {
             let mut followers = self.replication.followers.borrow_mut();
             let p = followers.entry(follower).or_insert(Progress::fresh(now));
             p.log_end = offset;
+            p.reached_high_watermark = offset >= self.high_watermark.get();
             if offset >= leader_end {
                 p.caught_up_ms = now;
             } else if offset >= p.leader_end_at_last_fetch {
@@ -356,8 +364,8 @@ impl Partition {
     }
 
     /// The ISR the leader should have now, if it differs from the current one: followers that
-    /// have lagged past `lag_ms` leave, followers caught up to the high watermark join. None
-    /// while an asked change is pending.
+    /// have lagged past `lag_ms` leave, followers whose last fetch reached the high watermark
+    /// of its moment join. None while an asked change is pending.
     pub fn wanted_isr(&self, lag_ms: i64) -> Option<Vec<i32>> {
         let role = self.role();
         if !role.is_leader() || role.replicas.len() < 2 || self.isr_change_pending() {
@@ -365,7 +373,6 @@ impl Partition {
         }
         let followers = self.replication.followers.borrow();
         let now = now_ms();
-        let hw = self.high_watermark.get();
         let wanted: Vec<i32> = role
             .replicas
             .iter()
@@ -380,7 +387,7 @@ impl Partition {
                 if role.isr.contains(r) {
                     now - p.caught_up_ms <= lag_ms
                 } else {
-                    p.log_end >= hw
+                    p.reached_high_watermark
                         && now - p.caught_up_ms <= lag_ms
                         && now - p.last_fetch_ms <= JOIN_FETCHED_WITHIN_MS
                 }

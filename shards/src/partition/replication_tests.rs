@@ -276,3 +276,27 @@ fn a_pending_isr_change_ends_with_newer_metadata_or_a_new_leader_epoch() {
         assert!(!p.isr_change_pending());
     });
 }
+
+/// Kafka decides a follower's return at its fetch: broker 2 fetched at the log end, and the
+/// leader, alone in the ISR, appended again before the ISR was looked at. Broker 2 still
+/// joins; compared with the moved high watermark it never would while appends keep coming.
+#[test]
+fn a_follower_that_fetched_at_the_high_watermark_joins_though_appends_moved_it_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    run(|| async move {
+        let p = open(&path).await;
+        p.set_leader_epoch(5);
+        p.set_role(role_at(10, 1, vec![1]));
+        p.produce(&plain(3, "before")).await.unwrap();
+        p.read_for_follower(2, 5, 3, 1 << 20).await.unwrap();
+        p.produce(&plain(2, "since")).await.unwrap();
+        assert_eq!(p.high_watermark(), 5, "the leader alone acknowledges");
+        assert_eq!(p.wanted_isr(30_000), Some(vec![1, 2]));
+        // A fetch that stops short of the high watermark of its moment does not count.
+        p.set_role(role_at(11, 1, vec![1]));
+        p.read_for_follower(2, 5, 4, 1 << 20).await.unwrap();
+        assert_eq!(p.wanted_isr(30_000), None, "broker 2 is behind");
+        p.close().await.unwrap();
+    });
+}
