@@ -410,11 +410,9 @@ async fn write_responses(
     // A request taken off the channel whose response was not ready when the last send was
     // gathered.
     let mut waiting: Option<InFlight> = None;
-    let mut reader_done = false;
     loop {
         let first = match waiting.take() {
             Some(in_flight) => in_flight,
-            None if reader_done => return Some(writer),
             None => match rx.recv().await {
                 Some(in_flight) => in_flight,
                 // The reader is done and every response is out.
@@ -435,11 +433,8 @@ async fn write_responses(
                 _budget: budget,
             } = match rx.recv().now_or_never() {
                 Some(Some(in_flight)) => in_flight,
-                Some(None) => {
-                    reader_done = true;
-                    break;
-                }
-                None => break,
+                // Nothing more yet, or the reader is done (the next recv says so again).
+                _ => break,
             };
             match (&mut response).now_or_never() {
                 Some(ready) => {
