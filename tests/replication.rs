@@ -5,7 +5,8 @@
 mod common;
 
 use common::cluster::{
-    isr, leaders, metadata, start_cluster, start_sasl_ssl_cluster, wait_until, SESSION_MS,
+    bootstrap, isr, leaders, metadata, start_cluster, start_sasl_ssl_cluster, wait_until,
+    SESSION_MS,
 };
 use common::tls::{add_acl_to, add_user_to};
 use common::zookeeper::ZooKeeper;
@@ -347,11 +348,7 @@ fn random_faults_under_load_lose_nothing_acknowledged_or_seen() {
         path("stop"),
         path("seen.json"),
     );
-    let bootstrap: String = brokers
-        .iter()
-        .map(|b| b.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let bootstrap = bootstrap(&brokers);
     let producer = {
         let (b, p, o) = (bootstrap.clone(), progress.clone(), acked_out.clone());
         // About 25 s of load: the faults below land while it runs.

@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::cluster::{leaders, metadata, start_cluster, wait_until, SESSION_MS};
+use common::cluster::{bootstrap, leaders, metadata, start_cluster, wait_until, SESSION_MS};
 use common::eos::{EosClient, EosLoop, GroupPlacement};
-use common::python;
 use common::zookeeper::ZooKeeper;
+use common::{python, Broker};
 use std::time::Duration;
 
 /// Kafka's `partitionFor`: Java's String.hashCode, made non-negative, modulo the partitions.
@@ -17,6 +17,44 @@ fn state_partition(transactional_id: &str, partitions: i32) -> i64 {
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
     let positive = if hash == i32::MIN { 0 } else { hash.abs() };
     (positive % partitions) as i64
+}
+
+/// The loop's topics, one partition each, replicated three times with `min.insync.replicas`
+/// 2: `eos-in` and `eos-out`.
+fn create_loop_topics(broker: &Broker) {
+    for topic in ["eos-in", "eos-out"] {
+        let out = python(
+            "confluent_admin_create.py",
+            &[&broker.addr, topic, "1", "3", "min.insync.replicas=2"],
+        );
+        assert!(out.contains("created"), "{out}");
+    }
+}
+
+/// `__transaction_state`, made by a first InitProducerId, so its leaders can be read.
+fn create_transaction_state(broker: &Broker) {
+    let out = python(
+        "confluent_init_transactions.py",
+        &[&broker.addr, "creates-the-state-topic"],
+    );
+    assert!(out.contains("ready"), "{out}");
+}
+
+/// The first of `PREFIX-0`, `PREFIX-1`, ... whose `__transaction_state` partition is led by a
+/// broker other than `avoided`, and that broker.
+fn transactional_id_not_on(broker: &Broker, prefix: &str, avoided: i64) -> (String, i64) {
+    let coordinators = leaders(
+        &metadata(broker, Some("__transaction_state")),
+        "__transaction_state",
+    );
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .map(|id| {
+            let c = coordinators[&state_partition(&id, 50)];
+            (id, c)
+        })
+        .find(|&(_, c)| c > 0 && c != avoided)
+        .unwrap()
 }
 
 /// The exactly-once loop over 20,000 records while the broker coordinating its transactional
@@ -33,18 +71,8 @@ fn exactly_once_survives_the_transaction_coordinators_death() {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
         ],
     );
-    for topic in ["eos-in", "eos-out"] {
-        let out = python(
-            "confluent_admin_create.py",
-            &[&brokers[0].addr, topic, "1", "3", "min.insync.replicas=2"],
-        );
-        assert!(out.contains("created"), "{out}");
-    }
-    let bootstrap = brokers
-        .iter()
-        .map(|b| b.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    create_loop_topics(&brokers[0]);
+    let bootstrap = bootstrap(&brokers);
     let count = 20_000;
     let id = "tx-cluster";
     let out = python("confluent_init_transactions.py", &[&brokers[0].addr, id]);
@@ -102,36 +130,12 @@ fn exactly_once_survives_the_transaction_coordinators_death() {
 fn exactly_once_survives_the_output_leaders_death_while_markers_are_written() {
     let zk = ZooKeeper::start();
     let mut brokers = start_cluster(&zk, &[]);
-    for topic in ["eos-in", "eos-out"] {
-        let out = python(
-            "confluent_admin_create.py",
-            &[&brokers[0].addr, topic, "1", "3", "min.insync.replicas=2"],
-        );
-        assert!(out.contains("created"), "{out}");
-    }
-    let out = python(
-        "confluent_init_transactions.py",
-        &[&brokers[0].addr, "creates-the-state-topic"],
-    );
-    assert!(out.contains("ready"), "{out}");
+    create_loop_topics(&brokers[0]);
+    create_transaction_state(&brokers[0]);
     let output_leader = leaders(&metadata(&brokers[0], Some("eos-out")), "eos-out")[&0];
-    let coordinators = leaders(
-        &metadata(&brokers[0], Some("__transaction_state")),
-        "__transaction_state",
-    );
     // A transactional id coordinated by another broker than the one about to be killed.
-    let id = (0..)
-        .map(|i| format!("tx-markers-{i}"))
-        .find(|id| {
-            let c = coordinators[&state_partition(id, 50)];
-            c > 0 && c != output_leader
-        })
-        .unwrap();
-    let bootstrap = brokers
-        .iter()
-        .map(|b| b.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (id, coordinator) = transactional_id_not_on(&brokers[0], "tx-markers", output_leader);
+    let bootstrap = bootstrap(&brokers);
     let count = 10_000;
     let mut eos = EosLoop::start(
         EosClient::Confluent,
@@ -144,8 +148,7 @@ fn exactly_once_survives_the_output_leaders_death_while_markers_are_written() {
     eos.wait_for(count / 4);
     println!(
         "killing broker {output_leader}, the leader of eos-out, after a commit of {id} \
-         (coordinated by broker {})",
-        coordinators[&state_partition(&id, 50)]
+         (coordinated by broker {coordinator})"
     );
     let killed = (output_leader - 1) as usize;
     brokers[killed].kill9();
@@ -174,18 +177,8 @@ fn exactly_once_survives_the_output_leaders_death_while_markers_are_written() {
 fn exactly_once_survives_the_group_coordinators_death() {
     let zk = ZooKeeper::start();
     let mut brokers = start_cluster(&zk, &[]);
-    for topic in ["eos-in", "eos-out"] {
-        let out = python(
-            "confluent_admin_create.py",
-            &[&brokers[0].addr, topic, "1", "3", "min.insync.replicas=2"],
-        );
-        assert!(out.contains("created"), "{out}");
-    }
-    let out = python(
-        "confluent_init_transactions.py",
-        &[&brokers[0].addr, "creates-the-state-topic"],
-    );
-    assert!(out.contains("ready"), "{out}");
+    create_loop_topics(&brokers[0]);
+    create_transaction_state(&brokers[0]);
     let topic_leaders = [
         leaders(&metadata(&brokers[0], Some("eos-in")), "eos-in")[&0],
         leaders(&metadata(&brokers[0], Some("eos-out")), "eos-out")[&0],
@@ -194,22 +187,8 @@ fn exactly_once_survives_the_group_coordinators_death() {
     let victim = (1..=3)
         .find(|b| !topic_leaders.contains(b))
         .expect("a broker leading neither topic");
-    let coordinators = leaders(
-        &metadata(&brokers[0], Some("__transaction_state")),
-        "__transaction_state",
-    );
-    let id = (0..)
-        .map(|i| format!("tx-group-{i}"))
-        .find(|id| {
-            let c = coordinators[&state_partition(id, 50)];
-            c > 0 && c != victim
-        })
-        .unwrap();
-    let bootstrap = brokers
-        .iter()
-        .map(|b| b.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (id, coordinator) = transactional_id_not_on(&brokers[0], "tx-group", victim);
+    let bootstrap = bootstrap(&brokers);
     let count = 10_000;
     let mut eos = EosLoop::start(
         EosClient::KafkaPython,
@@ -222,8 +201,7 @@ fn exactly_once_survives_the_group_coordinators_death() {
     eos.wait_for(count / 4);
     println!(
         "killing broker {victim}, the coordinator of the loop's group (eos-in and eos-out are \
-         led by brokers {topic_leaders:?}, {id} coordinated by broker {})",
-        coordinators[&state_partition(&id, 50)]
+         led by brokers {topic_leaders:?}, {id} coordinated by broker {coordinator})"
     );
     brokers[(victim - 1) as usize].kill9();
     eos.wait_for(count * 3 / 4);

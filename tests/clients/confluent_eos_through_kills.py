@@ -3,11 +3,12 @@
   confluent_eos_through_kills.py BOOTSTRAP IN_TOPIC OUT_TOPIC COUNT TRANSACTIONAL_ID [PLACEMENT]
 
 Writes COUNT records "v-<i>" to IN_TOPIC (one partition, idempotent, acks=all), then a group
-member of "eos" (or as PLACEMENT says; READ_COMMITTED) moves them to OUT_TOPIC as "x-<value>" in transactions of up
-to 200 records, each committing its input position with send_offsets_to_transaction. Whatever
-fails (the broker is killed under it) is handled as Kafka's documentation says: an abortable
-error aborts and rewinds to the committed position; a fatal one (fenced, or the producer's
-state lost) makes a new producer with the same transactional id and rewinds. Prints "progress
+member (READ_COMMITTED; the group "eos", or as PLACEMENT says) moves them to OUT_TOPIC as
+"x-<value>" in transactions of up to 200 records, each committing its input position with
+send_offsets_to_transaction. Whatever fails (the broker is killed under it) is handled as
+Kafka's documentation says: an abortable error aborts and rewinds to the committed position; a
+fatal one (fenced, or the producer's state lost) makes a new producer with the same
+transactional id and rewinds. Prints "progress
 N" after each commit (N = input records done), and at the end one line "result {json}":
 {"out": [...READ_COMMITTED...], "aborted": n, "restarted": n}.
 

@@ -103,6 +103,15 @@ pub struct SaslSslCluster {
     pub sasl_ssl_addrs: Vec<String>,
 }
 
+/// Every broker's address, comma-separated: a client's bootstrap list.
+pub fn bootstrap(brokers: &[Broker]) -> String {
+    brokers
+        .iter()
+        .map(|b| b.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Metadata as kcat's JSON, asked of `broker`.
 pub fn metadata(broker: &Broker, topic: Option<&str>) -> Value {
     let mut args = vec!["-L", "-J"];
