@@ -9,12 +9,14 @@
 # MAX_CONNECTIONS=N sets the broker's max.connections (unset, it takes a quarter of the open
 # file limit; set, up to three quarters).
 #
+# FERRITE_BIN=PATH runs another broker binary (to compare builds).
+#
 #   MAX_CONNECTIONS=10010 perf/connections.sh 10000     # 10,000 under this machine's 20,000
 #   perf/connections.sh [CONNECTIONS] [ACTIVE_SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 perf/prepare-vm.sh
-bin=target/release/ferrite
+bin=${FERRITE_BIN:-target/release/ferrite}
 [ -x "$bin" ] || { echo "build it first: cargo build --release -p ferrite" >&2; exit 1; }
 [ -x .venv/bin/python ] || { echo "run scripts/test once first: it makes .venv with kafka-python" >&2; exit 1; }
 work=$(mktemp -d)
