@@ -43,14 +43,15 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long start-up may take before the broker gives up (opening many partitions).
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// The depth of each glommio ring of a shard (glommio's default is 128). Every idle connection
-/// keeps a poll in the shard's main ring, and every cancel there (glommio cancels its sleep's
-/// timeout each time the shard wakes early) first searches the ring's polls for it, in a
-/// table of 2^(log2(completion entries) - 5) chains, at most 256: at 128 entries, 8 chains of
-/// over 1,200 polls each with 10,000 connections. Measured with `perf/connections.sh` at
-/// 10,000 connections: that search was 20% of the broker's CPU. glommio also asks a running
-/// task queue to yield after this many I/O completions (besides its time slice): the log
-/// cleaner's low-share queue may now run longer between yields while I/O is busy, never past
-/// its time slice.
+/// keeps a poll in the shard's main ring, and every cancel there first searches the ring's polls
+/// for it, in a table of 2^(log2(completion entries) - 5) chains, at most 256: at 128 entries, 8
+/// chains of over 1,200 polls each with 10,000 connections. Unpatched, glommio cancelled its
+/// throughput timer there on every reactor turn; measured with `perf/connections.sh` at 10,000
+/// connections, that search was 20% of the broker's CPU at depth 128 and 3% at this depth, and
+/// the vendored glommio no longer cancels it (`vendor/glommio/PATCHED.md`). glommio also asks a
+/// running task queue to yield after this many I/O completions (besides its time slice): the
+/// log cleaner's low-share queue may now run longer between yields while I/O is busy, never
+/// past its time slice.
 const EXECUTOR_RING_DEPTH: usize = 4096;
 
 /// Runs the broker until SIGTERM or SIGINT: the single-broker default, or a member of a
