@@ -306,6 +306,9 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // Ferrite's patch (PATCHED.md): pairs with the fence the executor issues after
+        // `prepare_to_sleep`, before it looks at its queues for the last time.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)

@@ -37,7 +37,7 @@ use crate::{
         self,
         blocking::{BlockingThreadOp, BlockingThreadPool},
         dma_buffer::{BufferStorage, DmaBuffer},
-        membarrier, DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
+        DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
         PollableStatus, Source, SourceType, Statx, TimeSpec64,
     },
     uring_sys::{self, IoRingOp},
@@ -1871,10 +1871,15 @@ impl Reactor {
             // last time until now it could be that something happened in a remote executor
             // that opened up room. If it did we bail on sleep and go process it.
             self.notifier.prepare_to_sleep();
-            // See https://www.scylladb.com/2018/02/15/memory-barriers-seastar-linux/ for
-            // details. This translates to `sys_membarrier()` /
-            // `MEMBARRIER_CMD_PRIVATE_EXPEDITED`
-            membarrier::heavy();
+            // Ferrite's patch (PATCHED.md): a full fence here, and one in
+            // `SleepNotifier::notify` between a remote executor's publishing and its reading
+            // of `should_notify`, so either this sweep sees what was published or the remote
+            // side sees that we sleep. glommio issued a process-wide `membarrier` here
+            // instead (an IPI to every CPU running the process, a VM exit each under a
+            // hypervisor) so that the remote side could go without a fence; an executor
+            // parks thousands of times a second under load, a remote wake is no more
+            // frequent, and `notify` already makes a locked read-modify-write.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
                 if self.eventfd_src.is_installed().unwrap() {
