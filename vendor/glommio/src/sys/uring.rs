@@ -1876,9 +1876,9 @@ impl Reactor {
             // of `should_notify`, so either this sweep sees what was published or the remote
             // side sees that we sleep. glommio issued a process-wide `membarrier` here
             // instead (an IPI to every CPU running the process, a VM exit each under a
-            // hypervisor) so that the remote side could go without a fence; an executor
-            // parks thousands of times a second under load, a remote wake is no more
-            // frequent, and `notify` already makes a locked read-modify-write.
+            // hypervisor) so that the remote side could go without a fence. Now every
+            // `notify` pays one fence (it already makes a locked read-modify-write) and
+            // every park a fence instead of a syscall and its interrupts.
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
