@@ -37,3 +37,28 @@ pub(crate) fn fuzz_config(default_cases: u32) -> proptest::test_runner::Config {
         ..Default::default()
     }
 }
+
+/// The submission queue tail of every io_uring ring this process has open, by descriptor, from
+/// the kernel's view (`/proc/self/fdinfo`): what tests of the reactor's submissions count.
+pub fn io_uring_submission_tails() -> std::collections::HashMap<String, u64> {
+    let mut tails = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
+        let entry = entry.expect("a descriptor");
+        let is_ring = std::fs::read_link(entry.path())
+            .map(|target| target.to_string_lossy() == "anon_inode:[io_uring]")
+            .unwrap_or(false);
+        if !is_ring {
+            continue;
+        }
+        let fd = entry.file_name().to_string_lossy().into_owned();
+        let tail = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|line| line.strip_prefix("SqTail:"))
+            .and_then(|tail| tail.trim().parse::<u64>().ok());
+        if let Some(tail) = tail {
+            tails.insert(fd, tail);
+        }
+    }
+    tails
+}

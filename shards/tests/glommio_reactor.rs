@@ -12,27 +12,9 @@ use std::time::Duration;
 /// Submission queue entries the kernel has taken from every io_uring ring of this process
 /// (their tails wrap at 2^32; a test counts far fewer).
 fn submitted() -> u64 {
-    let mut total = 0u64;
-    for entry in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
-        let entry = entry.expect("a descriptor");
-        let is_ring = std::fs::read_link(entry.path())
-            .map(|target| target.to_string_lossy() == "anon_inode:[io_uring]")
-            .unwrap_or(false);
-        if !is_ring {
-            continue;
-        }
-        let info = std::fs::read_to_string(format!(
-            "/proc/self/fdinfo/{}",
-            entry.file_name().to_string_lossy()
-        ))
-        .unwrap_or_default();
-        total += info
-            .lines()
-            .find_map(|line| line.strip_prefix("SqTail:"))
-            .and_then(|tail| tail.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-    }
-    total
+    ferrite_shards::testing::io_uring_submission_tails()
+        .values()
+        .sum()
 }
 
 #[test]
