@@ -1325,15 +1325,17 @@ impl LocalExecutor {
         loop {
             self.reactor.sys.install_eventfd();
             if self.need_preempt() {
-                break;
+                // Ferrite's patch (PATCHED.md): a preemption can arrive before any task ran
+                // (a timer the reactor kept armed fires between its poll and this check), and
+                // then tasks may still be waiting. Returning false here sent the executor to
+                // park with them queued, asleep until some other event came.
+                return ran || !self.queues.borrow().active_executors.is_empty();
             }
             if !self.run_one_task_queue() {
                 return false;
-            } else {
-                ran = true;
             }
+            ran = true;
         }
-        ran
     }
 
     fn run_one_task_queue(&self) -> bool {
@@ -1475,6 +1477,10 @@ impl LocalExecutor {
                 // requests that are latency sensitive we want them out of the
                 // ring ASAP (before we run the task queues). We will also use
                 // the opportunity to install the timer.
+                // Ferrite's patch (vendor/glommio/PATCHED.md): the reactor arms a preemption
+                // timer only when something may run.
+                let runnable = !this.queues.borrow().active_executors.is_empty();
+                this.reactor.sys.set_tasks_runnable(runnable);
                 this.parker
                     .poll_io(|| Some(this.preempt_timer_duration()))
                     .expect("Failed to poll io! This is actually pretty bad!");

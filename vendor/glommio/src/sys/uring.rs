@@ -1222,6 +1222,10 @@ pub(crate) struct Reactor {
     poll_ring: RefCell<PollRing>,
 
     latency_preemption_timeout_src: Cell<Option<Source>>,
+    /// When the latency timer above was armed to fire (Ferrite's patch, PATCHED.md).
+    latency_timer_deadline: Cell<Option<Instant>>,
+    /// Whether a task queue had tasks to run when the executor last polled (Ferrite's patch).
+    tasks_runnable: Cell<bool>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1278,6 +1282,12 @@ macro_rules! flush_rings {
         io::Result::Ok(ret)
     }}
 }
+
+/// How much later than a user timer's expiry a kept latency timer may fire before it is
+/// replaced (Ferrite's patch): the expiry is recomputed from the clock on every turn, so the
+/// same timer's deadline moves by the microseconds between two readings; Linux's default
+/// timer slack for a thread is 50 µs.
+const LATENCY_TIMER_LATENESS_MAX: Duration = Duration::from_micros(100);
 
 fn align_up(v: usize, align: usize) -> usize {
     (v + align - 1) & !(align - 1)
@@ -1353,6 +1363,8 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
+            latency_timer_deadline: Cell::new(None),
+            tasks_runnable: Cell::new(false),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
@@ -1814,13 +1826,18 @@ impl Reactor {
         // consume all events from the rings
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
-        // Cancel the old timer regardless of whether we can sleep:
-        // if we won't sleep, we will register the new timer with its new
-        // value.
-        //
-        // But if we will sleep, there might be a timer registered that needs
-        // to be removed otherwise we'll wake up when it expires.
-        drop(self.latency_preemption_timeout_src.take());
+        // Ferrite's patch (PATCHED.md, fourth change): the latency ring's timer is kept while
+        // it fires no later than this turn needs: the preemption point when tasks are to run
+        // (`preempt_timer`), else the next user timer. glommio cancelled it here on every
+        // turn and armed it anew below, an IORING_OP_ASYNC_CANCEL and an IORING_OP_TIMEOUT,
+        // each in a submission of its own, for every wake-up; a kept timer that fires early
+        // costs one spurious preemption or wake-up instead, after which it is armed again.
+        let now = Instant::now();
+        let wanted = match preempt_timer() {
+            Some(preempt) => Some(now + preempt),
+            None => user_timer.map(|timer| now + timer + LATENCY_TIMER_LATENESS_MAX),
+        };
+        let latency_timer_kept = self.keep_latency_timer_due_by(wanted);
 
         // Schedule the throughput-based timeout immediately: it won't matter if we end
         // up sleeping.
@@ -1861,9 +1878,8 @@ impl Reactor {
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
             // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
-                self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+            if let Some(dur) = user_timer.filter(|_| !latency_timer_kept) {
+                self.arm_latency_timer(&mut lat_ring, dur);
                 assert!(flush_rings!(lat_ring)? > 0);
             }
             // From this moment on the remote executors are aware that we are sleeping
@@ -1895,9 +1911,12 @@ impl Reactor {
             }
         }
 
-        if let Some(preempt) = preempt_timer() {
-            self.latency_preemption_timeout_src
-                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+        // Ferrite's patch: a preemption timer only when there is something to preempt. After a
+        // spurious wake-up by a kept timer nothing woke and nothing is runnable, and arming it
+        // again would wake an idle executor every preemption period.
+        let something_to_run = woke > 0 || self.tasks_runnable.get();
+        if let Some(preempt) = preempt_timer().filter(|_| !latency_timer_kept && something_to_run) {
+            self.arm_latency_timer(&mut lat_ring, preempt);
             flush_rings!(lat_ring, main_ring)?;
         }
 
@@ -1909,6 +1928,46 @@ impl Reactor {
         // need_preempt() should be false at this point. As soon as the next event
         // in the preempt ring completes, though, then it will be true.
         Ok(should_sleep)
+    }
+
+    /// Keeps the latency ring's timer if it has not fired and fires by `by` (any time when
+    /// `by` is `None`: nothing needs a wake-up, and an early one is harmless); otherwise drops
+    /// it, which cancels it if it is still armed. True when one is kept.
+    fn keep_latency_timer_due_by(&self, by: Option<Instant>) -> bool {
+        let pending = self
+            .latency_preemption_timeout_src
+            .take()
+            .filter(|timer| timer.result().is_none());
+        let due_in_time = match (self.latency_timer_deadline.get(), by) {
+            (Some(deadline), Some(by)) => deadline <= by,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        match pending {
+            Some(timer) if due_in_time => {
+                self.latency_preemption_timeout_src.set(Some(timer));
+                true
+            }
+            other => {
+                drop(other);
+                self.latency_timer_deadline.set(None);
+                false
+            }
+        }
+    }
+
+    /// Arms the latency ring's timer to fire after `dur` (submitted by the caller's flush).
+    fn arm_latency_timer(&self, lat_ring: &mut SleepableRing, dur: Duration) {
+        self.latency_preemption_timeout_src
+            .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+        self.latency_timer_deadline.set(Some(Instant::now() + dur));
+    }
+
+    /// Ferrite's patch: whether the executor has tasks to run after this poll (it tells the
+    /// reactor before each `poll_io`), so a preemption timer is armed only when one may be
+    /// needed.
+    pub(crate) fn set_tasks_runnable(&self, runnable: bool) {
+        self.tasks_runnable.set(runnable);
     }
 
     pub(crate) fn flush_syscall_thread(&self) -> usize {
