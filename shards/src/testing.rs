@@ -62,3 +62,26 @@ pub fn io_uring_submission_tails() -> std::collections::HashMap<String, u64> {
     }
     tails
 }
+
+/// An executor thread that sends back every number it receives until the sending side goes
+/// away, parking between messages: the far end of the reactor tests' exchanges. With
+/// `pending_timer`, it keeps a timer that far away pending meanwhile, as a broker's shards
+/// always have one.
+pub fn spawn_echo_executor(
+    pings: glommio::channels::shared_channel::SharedReceiver<u64>,
+    pongs: glommio::channels::shared_channel::SharedSender<u64>,
+    pending_timer: Option<std::time::Duration>,
+) -> glommio::ExecutorJoinHandle<()> {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .spawn(move || async move {
+            if let Some(after) = pending_timer {
+                glommio::spawn_local(glommio::timer::sleep(after)).detach();
+            }
+            let pings = pings.connect().await;
+            let pongs = pongs.connect().await;
+            while let Some(n) = pings.recv().await {
+                pongs.send(n).await.expect("the asking side is there");
+            }
+        })
+        .expect("an executor thread")
+}

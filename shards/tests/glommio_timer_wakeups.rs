@@ -13,7 +13,7 @@
 //! One test, because the submissions are counted over every ring in the process
 //! (`/proc/self/fdinfo`, `SqTail`).
 
-use ferrite_shards::testing::io_uring_submission_tails;
+use ferrite_shards::testing::{io_uring_submission_tails, spawn_echo_executor};
 use glommio::channels::shared_channel;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::collections::HashMap;
@@ -35,16 +35,7 @@ const EXCHANGES: u64 = 2_000;
 fn exchanges_beside_a_long_timer() -> (Duration, f64) {
     let (ping_tx, ping_rx) = shared_channel::new_bounded::<u64>(1);
     let (pong_tx, pong_rx) = shared_channel::new_bounded::<u64>(1);
-    let answering = LocalExecutorBuilder::new(Placement::Unbound)
-        .spawn(move || async move {
-            glommio::spawn_local(glommio::timer::sleep(Duration::from_secs(60))).detach();
-            let pings = ping_rx.connect().await;
-            let pongs = pong_tx.connect().await;
-            while let Some(n) = pings.recv().await {
-                pongs.send(n).await.expect("the asking side is there");
-            }
-        })
-        .expect("an executor thread");
+    let answering = spawn_echo_executor(ping_rx, pong_tx, Some(Duration::from_secs(60)));
     let asking = LocalExecutorBuilder::new(Placement::Unbound)
         .spawn(move || async move {
             glommio::spawn_local(glommio::timer::sleep(Duration::from_secs(60))).detach();

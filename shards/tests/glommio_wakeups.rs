@@ -9,22 +9,14 @@ use glommio::{LocalExecutorBuilder, Placement};
 use std::sync::mpsc;
 use std::time::Duration;
 
-const EXCHANGES: u32 = 20_000;
+const EXCHANGES: u64 = 20_000;
 
 #[test]
 fn executors_that_park_between_messages_are_always_woken() {
-    let (ping_tx, ping_rx) = shared_channel::new_bounded::<u32>(1);
-    let (pong_tx, pong_rx) = shared_channel::new_bounded::<u32>(1);
+    let (ping_tx, ping_rx) = shared_channel::new_bounded::<u64>(1);
+    let (pong_tx, pong_rx) = shared_channel::new_bounded::<u64>(1);
     let (done_tx, done_rx) = mpsc::channel();
-    let answering = LocalExecutorBuilder::new(Placement::Unbound)
-        .spawn(move || async move {
-            let pings = ping_rx.connect().await;
-            let pongs = pong_tx.connect().await;
-            while let Some(n) = pings.recv().await {
-                pongs.send(n).await.expect("the asking side is there");
-            }
-        })
-        .expect("an executor thread");
+    let answering = ferrite_shards::testing::spawn_echo_executor(ping_rx, pong_tx, None);
     let asking = LocalExecutorBuilder::new(Placement::Unbound)
         .spawn(move || async move {
             let pings = ping_tx.connect().await;
