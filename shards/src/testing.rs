@@ -63,6 +63,15 @@ pub fn io_uring_submission_tails() -> std::collections::HashMap<String, u64> {
     tails
 }
 
+/// Submissions the kernel took since `before` (from [`io_uring_submission_tails`]), over the
+/// rings open then and now: the rings of executors that have exited close in the background.
+pub fn io_uring_submitted_since(before: &std::collections::HashMap<String, u64>) -> u64 {
+    io_uring_submission_tails()
+        .iter()
+        .filter_map(|(fd, now)| before.get(fd).map(|then| now.saturating_sub(*then)))
+        .sum()
+}
+
 /// An executor thread that sends back every number it receives until the sending side goes
 /// away, parking between messages: the far end of the reactor tests' exchanges. With
 /// `pending_timer`, it keeps a timer that far away pending meanwhile, as a broker's shards

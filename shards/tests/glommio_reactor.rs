@@ -7,15 +7,8 @@
 //! (`/proc/self/fdinfo`, `SqTail`), so this file holds one test: the rings of tests running
 //! beside it in the same process would count too.
 
+use ferrite_shards::testing::{io_uring_submission_tails, io_uring_submitted_since};
 use std::time::Duration;
-
-/// Submission queue entries the kernel has taken from every io_uring ring of this process
-/// (their tails wrap at 2^32; a test counts far fewer).
-fn submitted() -> u64 {
-    ferrite_shards::testing::io_uring_submission_tails()
-        .values()
-        .sum()
-}
 
 #[test]
 fn a_reactor_turn_leaves_the_throughput_timer_armed() {
@@ -25,13 +18,13 @@ fn a_reactor_turn_leaves_the_throughput_timer_armed() {
             glommio::timer::sleep(Duration::from_micros(200)).await;
         }
         const TURNS: u64 = 500;
-        let before = submitted();
+        let before = io_uring_submission_tails();
         for _ in 0..TURNS {
             // Each sleep parks the executor: a reactor turn that arms a wake-up timer and
             // links the rings to sleep, then one that finds the timer fired.
             glommio::timer::sleep(Duration::from_micros(200)).await;
         }
-        let per_sleep = (submitted() - before) as f64 / TURNS as f64;
+        let per_sleep = io_uring_submitted_since(&before) as f64 / TURNS as f64;
         println!("{per_sleep:.2} submissions per sleep");
         assert!(
             per_sleep < 5.0,

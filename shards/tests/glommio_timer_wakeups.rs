@@ -13,20 +13,12 @@
 //! One test, because the submissions are counted over every ring in the process
 //! (`/proc/self/fdinfo`, `SqTail`).
 
-use ferrite_shards::testing::{io_uring_submission_tails, spawn_echo_executor};
+use ferrite_shards::testing::{
+    io_uring_submission_tails, io_uring_submitted_since, spawn_echo_executor,
+};
 use glommio::channels::shared_channel;
 use glommio::{LocalExecutorBuilder, Placement};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-/// Submissions the kernel took since `before`, over the rings open then and now (the rings of
-/// executors that have exited close in the background).
-fn submitted_since(before: &HashMap<String, u64>) -> u64 {
-    io_uring_submission_tails()
-        .iter()
-        .filter_map(|(fd, now)| before.get(fd).map(|then| now.saturating_sub(*then)))
-        .sum()
-}
 
 const EXCHANGES: u64 = 2_000;
 
@@ -56,7 +48,7 @@ fn exchanges_beside_a_long_timer() -> (Duration, f64) {
             for n in 0..EXCHANGES {
                 exchange(n).await;
             }
-            let per_exchange = submitted_since(&before) as f64 / EXCHANGES as f64;
+            let per_exchange = io_uring_submitted_since(&before) as f64 / EXCHANGES as f64;
             (started.elapsed(), per_exchange)
         })
         .expect("an executor thread");
@@ -117,7 +109,7 @@ fn submissions_while_idle() -> u64 {
             ready.send(()).await.expect("the waking side is there");
             let before = io_uring_submission_tails();
             rx.recv().await.expect("a message");
-            submitted_since(&before)
+            io_uring_submitted_since(&before)
         })
         .expect("an executor thread");
     waking.join().expect("the waking executor");

@@ -1329,13 +1329,18 @@ impl LocalExecutor {
                 // (a timer the reactor kept armed fires between its poll and this check), and
                 // then tasks may still be waiting. Returning false here sent the executor to
                 // park with them queued, asleep until some other event came.
-                return ran || !self.queues.borrow().active_executors.is_empty();
+                return ran || self.has_runnable_tasks();
             }
             if !self.run_one_task_queue() {
                 return false;
             }
             ran = true;
         }
+    }
+
+    /// Whether a task queue has tasks waiting to run (Ferrite's patch, PATCHED.md).
+    fn has_runnable_tasks(&self) -> bool {
+        !self.queues.borrow().active_executors.is_empty()
     }
 
     fn run_one_task_queue(&self) -> bool {
@@ -1479,8 +1484,7 @@ impl LocalExecutor {
                 // the opportunity to install the timer.
                 // Ferrite's patch (vendor/glommio/PATCHED.md): the reactor arms a preemption
                 // timer only when something may run.
-                let runnable = !this.queues.borrow().active_executors.is_empty();
-                this.reactor.sys.set_tasks_runnable(runnable);
+                this.reactor.sys.set_tasks_runnable(this.has_runnable_tasks());
                 this.parker
                     .poll_io(|| Some(this.preempt_timer_duration()))
                     .expect("Failed to poll io! This is actually pretty bad!");

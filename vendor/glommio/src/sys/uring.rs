@@ -1221,9 +1221,9 @@ pub(crate) struct Reactor {
     latency_ring: RefCell<SleepableRing>,
     poll_ring: RefCell<PollRing>,
 
-    latency_preemption_timeout_src: Cell<Option<Source>>,
-    /// When the latency timer above was armed to fire (Ferrite's patch, PATCHED.md).
-    latency_timer_deadline: Cell<Option<Instant>>,
+    /// The latency ring's timer and when it was armed to fire (the deadline is Ferrite's
+    /// patch, PATCHED.md).
+    latency_preemption_timeout_src: Cell<Option<(Source, Instant)>>,
     /// Whether a task queue had tasks to run when the executor last polled (Ferrite's patch).
     tasks_runnable: Cell<bool>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
@@ -1363,7 +1363,6 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
-            latency_timer_deadline: Cell::new(None),
             tasks_runnable: Cell::new(false),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
@@ -1934,33 +1933,22 @@ impl Reactor {
     /// `by` is `None`: nothing needs a wake-up, and an early one is harmless); otherwise drops
     /// it, which cancels it if it is still armed. True when one is kept.
     fn keep_latency_timer_due_by(&self, by: Option<Instant>) -> bool {
-        let pending = self
+        let kept = self
             .latency_preemption_timeout_src
             .take()
-            .filter(|timer| timer.result().is_none());
-        let due_in_time = match (self.latency_timer_deadline.get(), by) {
-            (Some(deadline), Some(by)) => deadline <= by,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        match pending {
-            Some(timer) if due_in_time => {
-                self.latency_preemption_timeout_src.set(Some(timer));
-                true
-            }
-            other => {
-                drop(other);
-                self.latency_timer_deadline.set(None);
-                false
-            }
-        }
+            .filter(|(timer, deadline)| {
+                timer.result().is_none() && by.is_none_or(|by| *deadline <= by)
+            });
+        let is_kept = kept.is_some();
+        self.latency_preemption_timeout_src.set(kept);
+        is_kept
     }
 
     /// Arms the latency ring's timer to fire after `dur` (submitted by the caller's flush).
     fn arm_latency_timer(&self, lat_ring: &mut SleepableRing, dur: Duration) {
+        let timer = lat_ring.prepare_latency_preemption_timer(dur);
         self.latency_preemption_timeout_src
-            .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
-        self.latency_timer_deadline.set(Some(Instant::now() + dur));
+            .set(Some((timer, Instant::now() + dur)));
     }
 
     /// Ferrite's patch: whether the executor has tasks to run after this poll (it tells the
