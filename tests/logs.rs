@@ -1,5 +1,6 @@
 //! Structured logs: `--log-format json` writes one JSON object per line, each event carrying
-//! the spans it happened in (shard, connection, request), and `--log-level` filters them.
+//! the spans it happened in (shard, connection with its client id, and at debug level the
+//! request), and `--log-level` filters them.
 
 mod common;
 
@@ -20,17 +21,25 @@ fn span<'a>(event: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::
         .find(|s| s["name"] == name)
 }
 
-#[test]
-fn json_logs_carry_shard_connection_and_request_context() {
-    let mut broker = Broker::start(&["--log-format", "json", "--log-level", "info"]);
-    // Metadata for an unknown topic auto-creates it: an event inside a request.
+/// Produces one record with kcat to a topic it auto-creates, and returns the broker's events
+/// and the one that says the topic was created (logged inside the Metadata request).
+fn auto_create_logged(log_level: &str) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut broker = Broker::start(&["--log-format", "json", "--log-level", log_level]);
     common::kcat(&broker, &["-t", "logged", "-P"], Some(b"one\n"));
     broker.stop();
     let events = json_lines(&broker.log());
     let created = events
         .iter()
         .find(|e| e["fields"]["message"] == "auto-created topic")
-        .unwrap_or_else(|| panic!("no auto-create event in {events:#?}"));
+        .unwrap_or_else(|| panic!("no auto-create event in {events:#?}"))
+        .clone();
+    (events, created)
+}
+
+#[test]
+fn json_logs_carry_shard_and_connection_context() {
+    let (events, created) = auto_create_logged("info");
+    let created = &created;
     assert_eq!(created["fields"]["topic"], "logged");
     assert_eq!(created["level"], "INFO");
     assert!(
@@ -40,20 +49,31 @@ fn json_logs_carry_shard_connection_and_request_context() {
     assert!(
         span(created, "conn").is_some_and(|s| s["peer"]
             .as_str()
-            .is_some_and(|p| p.starts_with("127.0.0.1:"))),
+            .is_some_and(|p| p.starts_with("127.0.0.1:"))
+            && s["client"] == "rdkafka"),
         "{created}"
     );
-    let request = span(created, "request").expect("request span");
-    assert_eq!(request["api"], "Metadata", "{created}");
     assert!(
-        request["corr"].is_i64() && request["client"] == "rdkafka",
-        "{created}"
+        span(created, "request").is_none(),
+        "a request's own span is at debug level: {created}"
     );
     assert!(events.iter().any(|e| e["fields"]["message"] == "stopped"));
     assert!(
         events.iter().all(|e| e["level"] != "DEBUG"),
         "--log-level info hides debug events"
     );
+}
+
+#[test]
+fn at_debug_level_events_carry_their_request() {
+    let (_, created) = auto_create_logged("info,ferrite::handlers=debug");
+    let request = span(&created, "request").expect("request span");
+    assert_eq!(request["api"], "Metadata", "{created}");
+    assert!(
+        request["corr"].is_i64() && request["client"] == "rdkafka",
+        "{created}"
+    );
+    assert!(span(&created, "conn").is_some(), "{created}");
 }
 
 #[test]

@@ -257,6 +257,9 @@ async fn read_requests<R: FrameSource>(
 ) -> ReaderEnd {
     let broker = &shard.config.broker;
     let idle = Duration::from_millis(broker.connections_max_idle_ms as u64);
+    // The connection's span: each request's task runs in it, so what a handler logs after its
+    // first wait still names the connection.
+    let span = tracing::Span::current();
     loop {
         if shard.is_shutting_down() {
             return ReaderEnd::Close("broker shutting down".into());
@@ -307,13 +310,17 @@ async fn read_requests<R: FrameSource>(
         };
         let (response, done) = if one_at_a_time {
             let (done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
-            let response = glommio::spawn_local(async move {
-                let response = handled.await;
-                let _ = done_tx.send(());
-                response
-            });
+            let response = glommio::spawn_local(tracing::Instrument::instrument(
+                async move {
+                    let response = handled.await;
+                    let _ = done_tx.send(());
+                    response
+                },
+                span.clone(),
+            ));
             (response.detach(), Some(done_rx))
         } else {
+            let handled = tracing::Instrument::instrument(handled, span.clone());
             (glommio::spawn_local(handled).detach(), None)
         };
         if tx

@@ -556,11 +556,14 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, security: Arc<List
     }
 }
 
-/// The span every event of one client connection is logged in, on whichever shard serves it.
+/// The span every event of one client connection is logged in, on whichever shard serves it:
+/// the peer's address, and the client id its first request names (`ConnectionState::
+/// name_client`).
 pub(crate) fn connection_span(peer: Option<std::net::SocketAddr>) -> tracing::Span {
+    let client = tracing::field::Empty;
     match peer {
-        Some(addr) => tracing::info_span!("conn", peer = %addr),
-        None => tracing::info_span!("conn", peer = "?"),
+        Some(addr) => tracing::info_span!("conn", peer = %addr, client),
+        None => tracing::info_span!("conn", peer = "?", client),
     }
 }
 

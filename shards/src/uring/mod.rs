@@ -120,6 +120,8 @@ struct State {
     reaps: u64,
     /// Times the sweeper found completions that waited a whole check unreaped.
     late_wakeups: u64,
+    /// The wakers one `reap` collects, kept between reaps so reaping allocates nothing.
+    wakers: Vec<Waker>,
 }
 
 /// The per-shard auxiliary ring. Obtain it with [`Ring::current`].
@@ -175,6 +177,7 @@ impl Ring {
                 slots: Vec::new(),
                 free: Vec::new(),
                 backlog: VecDeque::new(),
+                wakers: Vec::new(),
                 in_flight: 0,
                 in_kernel: 0,
                 driver_waker: None,
@@ -231,18 +234,14 @@ impl Ring {
 
     /// Moves completions to their slots, waking the waiting futures; refills from the backlog.
     fn reap(&self) {
-        let mut wakers = Vec::new();
+        let mut wakers;
         {
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
             st.reaps += 1;
-            let completions: Vec<(u64, i32)> = st
-                .uring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
-            for (user_data, result) in completions {
-                let idx = user_data as usize;
+            wakers = std::mem::take(&mut st.wakers);
+            for completion in st.uring.completion() {
+                let (idx, result) = (completion.user_data() as usize, completion.result());
                 st.in_flight -= 1;
                 st.in_kernel -= 1;
                 match std::mem::replace(&mut st.slots[idx], Slot::Free) {
@@ -273,9 +272,11 @@ impl Ring {
                 }
             }
         }
-        for w in wakers {
+        // Woken outside the borrow: a waker may run code that uses the ring.
+        for w in wakers.drain(..) {
             w.wake();
         }
+        self.state.borrow_mut().wakers = wakers;
     }
 
     /// Stops (or restarts) the kernel's eventfd signal for this ring's completions, so a test can
