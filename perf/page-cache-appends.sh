@@ -45,21 +45,22 @@ static double cpu_seconds(void) {
 
 int main(int argc, char **argv) {
     const char *path = argv[1];
-    int large_folios = atoi(argv[2]);
+    /* 0: fresh region; 1: already in 2 MiB folios (filled untimed); 2: populated (timed) */
+    int mode = atoi(argv[2]);
     size_t chunk = strtoul(argv[3], NULL, 10);
     size_t total = strtoul(argv[4], NULL, 10) << 20;
     const size_t piece = 2 << 20;
     unlink(path);
     int fd = open(path, O_CREAT | O_RDWR, 0644);
     if (fd < 0) { perror("open"); return 1; }
-    int populate = large_folios == 2;
+    int populate = mode == 2;
     if (fallocate(fd, populate ? 0 : FALLOC_FL_KEEP_SIZE, 0, total + piece)) {
         perror("fallocate");
         return 1;
     }
     char *buf = malloc(piece);
     memset(buf, 'x', piece);
-    if (large_folios == 1) {
+    if (mode == 1) {
         for (size_t at = 0; at < total + piece; at += piece)
             if (pwrite(fd, buf, piece, at) != (ssize_t)piece) { perror("pwrite"); return 1; }
         fdatasync(fd);

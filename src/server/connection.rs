@@ -308,19 +308,16 @@ async fn read_requests<R: FrameSource>(
         } else {
             Either::Right(handlers::handle(shard.clone(), frame, connection.clone()))
         };
+        let handled = tracing::Instrument::instrument(handled, span.clone());
         let (response, done) = if one_at_a_time {
             let (done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
-            let response = glommio::spawn_local(tracing::Instrument::instrument(
-                async move {
-                    let response = handled.await;
-                    let _ = done_tx.send(());
-                    response
-                },
-                span.clone(),
-            ));
+            let response = glommio::spawn_local(async move {
+                let response = handled.await;
+                let _ = done_tx.send(());
+                response
+            });
             (response.detach(), Some(done_rx))
         } else {
-            let handled = tracing::Instrument::instrument(handled, span.clone());
             (glommio::spawn_local(handled).detach(), None)
         };
         if tx
